@@ -1,0 +1,34 @@
+# Two commands: `make lab` opens the course, `make test` proves it still works.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: setup lab test lint notebooks clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: setup
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks $(ROOT_FLAG)
+
+lint: setup
+	$(PY) -m ruff check helpers tests notebooks
+	$(PY) -m ruff format --check helpers tests notebooks
+
+test: lint
+	$(PY) -m pytest tests
+	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
+
+notebooks: setup
+	$(PY) -m helpers.run_notebooks notebooks/*.ipynb
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,48 @@
+"""Where the course lives, and the setup cell every notebook starts with.
+
+The repository URL and the ref Colab installs from are set **here only**. To publish the course
+from another place, change ``REPO_URL`` (and ``REF``), then run ``make sync-notebooks``, which
+rewrites every notebook's badge and setup cell to match; a test checks that they agree.
+"""
+
+from __future__ import annotations
+
+REPO_URL = "https://github.com/attention-head-by-head/attention-head-by-head"
+REF = "v0.1.0"  # a tag or commit, so every learner on Colab gets the same helpers
+
+
+def github_path() -> str:
+    """``owner/name`` of the repository."""
+    return REPO_URL.removeprefix("https://github.com/").removesuffix(".git")
+
+
+def colab_url(notebook: str) -> str:
+    """The Colab link of ``notebooks/<notebook>`` at :data:`REF`."""
+    return (
+        f"https://colab.research.google.com/github/{github_path()}/blob/{REF}/notebooks/{notebook}"
+    )
+
+
+def colab_badge(notebook: str) -> str:
+    """Markdown for the "Open in Colab" badge of one notebook."""
+    return (
+        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+        f"({colab_url(notebook)})"
+    )
+
+
+def setup_cell_source() -> str:
+    """The first code cell of every notebook, character for character."""
+    return f"""# Setup: the same cell starts every notebook.
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:  # on Colab, install the course helpers (nothing else)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "git+{REPO_URL}@{REF}"],
+        check=True,
+    )
+
+from helpers.env import setup
+
+rng = setup(seed=0)  # seeds Python, NumPy and torch; sets print and plot defaults"""

@@ -1,0 +1,81 @@
+"""The learner's environment: device choice, seeding, Colab detection, a version report."""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+import sys
+
+import numpy as np
+
+FIGURE_DPI = 72  # small, sharp enough figures keep the committed notebooks light
+
+
+def in_colab() -> bool:
+    """True when running inside Google Colab."""
+    return "google.colab" in sys.modules
+
+
+def pick_device(prefer: str | None = None):
+    """The best available torch device: CUDA, then Apple MPS, then CPU.
+
+    ``prefer`` (or the environment variable ``COURSE_DEVICE``) forces one, e.g. ``"cpu"``.
+    """
+    import torch
+
+    choice = prefer or os.environ.get("COURSE_DEVICE")
+    if choice:
+        return torch.device(choice)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int = 0) -> np.random.Generator:
+    """Seed Python, NumPy and torch; return a fresh NumPy ``Generator`` with that seed."""
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:  # the NumPy notebooks do not need torch
+        pass
+    return np.random.default_rng(seed)
+
+
+def setup(seed: int = 0) -> np.random.Generator:
+    """What every notebook's setup cell calls: seeds, print options and plot defaults."""
+    import matplotlib as mpl
+    import seaborn as sns
+
+    np.set_printoptions(precision=4, suppress=True, linewidth=100)
+    sns.set_theme(style="white", context="notebook")
+    mpl.rcParams["figure.dpi"] = FIGURE_DPI
+    mpl.rcParams["savefig.dpi"] = FIGURE_DPI
+    return seed_everything(seed)
+
+
+def version_report() -> dict[str, str]:
+    """Versions of Python and the libraries the course uses, plus where it runs."""
+    import matplotlib
+    import torch
+
+    try:
+        import ipywidgets
+
+        widgets_version = ipywidgets.__version__
+    except ImportError:
+        widgets_version = "not installed"
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "matplotlib": matplotlib.__version__,
+        "ipywidgets": widgets_version,
+        "device": str(pick_device()),
+        "where": "Google Colab" if in_colab() else "local Jupyter",
+    }

@@ -1,0 +1,86 @@
+"""Exercises with automatic feedback.
+
+Each exercise has a name, reference checks and a hint. ``check(name, fn)`` runs the checks on a
+learner's function and prints a verdict. A function that still raises ``NotImplementedError``
+(the stub the notebook hands out) is reported as *not attempted yet*, without raising, so a
+notebook always runs top to bottom.
+
+The exercises live in one module per notebook (``nb00``, ``nb01``, ...) and register
+themselves with :func:`exercise`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Check = tuple[str, Callable[[Callable], None]]  # (what it proves, raises AssertionError if not)
+
+
+@dataclass
+class Exercise:
+    """One exercise: its name, the notebook it belongs to, its checks and a hint."""
+
+    name: str
+    notebook: str
+    checks: list[Check] = field(default_factory=list)
+    hint: str = ""
+
+
+REGISTRY: dict[str, Exercise] = {}
+RESULTS: dict[str, str] = {}  # name -> "passed" | "failed" | "not attempted"
+
+
+def exercise(name: str, notebook: str, hint: str) -> Callable[[Callable], Callable]:
+    """Register a function that returns the exercise's checks as a list of (text, fn)."""
+
+    def register(make_checks: Callable[[], list[Check]]) -> Callable:
+        REGISTRY[name] = Exercise(name, notebook, make_checks(), hint)
+        return make_checks
+
+    return register
+
+
+def _load_all() -> None:
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
+def get(name: str) -> Exercise:
+    """The registered exercise called ``name``."""
+    _load_all()
+    if name not in REGISTRY:
+        known = ", ".join(sorted(REGISTRY))
+        raise ValueError(f"no exercise called {name!r}; known exercises: {known}")
+    return REGISTRY[name]
+
+
+def for_notebook(notebook: str) -> list[Exercise]:
+    """Every exercise of one notebook, e.g. ``for_notebook("01")``."""
+    _load_all()
+    return [e for e in REGISTRY.values() if e.notebook == notebook]
+
+
+def check(name: str, fn: Callable) -> bool:
+    """Run exercise ``name``'s checks on ``fn``, print a verdict, and return True if all pass."""
+    ex = get(name)
+    for i, (what, run) in enumerate(ex.checks, start=1):
+        try:
+            run(fn)
+        except NotImplementedError:
+            RESULTS[name] = "not attempted"
+            print(
+                f"⏳ {name}: not attempted yet. Replace `raise NotImplementedError` with your code."
+            )
+            return False
+        except Exception as error:  # the learner's code may fail in any way; report it
+            RESULTS[name] = "failed"
+            detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            print(f"❌ {name}: check {i} of {len(ex.checks)} failed ({what}).\n   {detail}")
+            print(f"   Hint: {ex.hint}")
+            return False
+    RESULTS[name] = "passed"
+    print(f"✅ {name}: all {len(ex.checks)} checks passed.")
+    return True

@@ -1,0 +1,49 @@
+"""Every exercise has a hidden solution in its notebook, and every solution passes its checker."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+from conftest import NOTEBOOKS
+from notebook_tools import number, read, solutions
+
+from helpers import exercises
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_solution_in_the_notebook_passes_its_checker(path):
+    names = [e.name for e in exercises.for_notebook(number(path))]
+    blocks = solutions(read(path))
+    assert len(blocks) >= len(names), f"{len(names)} exercises but {len(blocks)} solutions"
+    exercises.RESULTS.clear()
+    for block in blocks:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(block, f"{path.name}:solution", "exec"), {})
+    assert {n: exercises.RESULTS.get(n) for n in names} == {n: "passed" for n in names}
+
+
+def test_checker_reports_a_stub_as_not_attempted_without_raising(capsys):
+    def stub(x):
+        raise NotImplementedError
+
+    assert exercises.check("row_sums", stub) is False
+    assert "not attempted yet" in capsys.readouterr().out
+    assert exercises.RESULTS["row_sums"] == "not attempted"
+
+
+def test_checker_reports_a_wrong_answer_with_a_hint(capsys):
+    assert exercises.check("row_sums", lambda x: x.sum(axis=0)) is False
+    out = capsys.readouterr().out
+    assert "failed" in out and "Hint:" in out
+
+
+def test_checker_passes_a_right_answer(capsys):
+    assert exercises.check("row_sums", lambda x: x.sum(axis=-1)) is True
+    assert "passed" in capsys.readouterr().out
+
+
+def test_checker_names_the_known_exercises_for_an_unknown_name():
+    with pytest.raises(ValueError, match="row_sums"):
+        exercises.check("no_such_exercise", lambda x: x)

@@ -1,0 +1,48 @@
+"""Every committed notebook is clean: run in order, no errors, no machine paths, small."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import NOTEBOOKS
+from notebook_tools import code_cells, read
+
+from helpers.course import colab_badge, setup_cell_source
+
+MACHINE_PATH = re.compile(r"(/work/|/tmp/|/root/|/home/[a-z]+/|/Users/[A-Za-z]+/|[A-Z]:\\\\)")
+MAX_BYTES = 2_000_000
+
+pytestmark = pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+
+
+def test_notebook_ran_top_to_bottom_in_one_go(path):
+    counts = [c.execution_count for c in code_cells(read(path))]
+    assert counts == list(range(1, len(counts) + 1)), f"execution counts {counts}"
+
+
+def test_notebook_has_no_error_outputs(path):
+    for i, cell in enumerate(code_cells(read(path))):
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert not errors, f"code cell {i} stored an error: {errors[0].ename}"
+        stderr = [o for o in cell.outputs if o.get("name") == "stderr" and "Traceback" in o.text]
+        assert not stderr, f"code cell {i} printed a traceback"
+
+
+def test_notebook_outputs_show_no_machine_paths(path):
+    for i, cell in enumerate(code_cells(read(path))):
+        text = json.dumps(cell.outputs)
+        match = MACHINE_PATH.search(text)
+        assert match is None, f"code cell {i} shows the machine path {match.group(0)!r}"
+
+
+def test_notebook_is_smaller_than_2_mb(path):
+    assert path.stat().st_size < MAX_BYTES
+
+
+def test_notebook_starts_with_badge_and_the_shared_setup_cell(path):
+    nb = read(path)
+    assert nb.cells[0].cell_type == "markdown"
+    assert colab_badge(path.name) in nb.cells[0].source, "Colab badge missing or out of date"
+    assert code_cells(nb)[0].source == setup_cell_source(), "setup cell differs from the shared one"
