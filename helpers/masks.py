@@ -62,6 +62,11 @@ def combine(*masks: Any) -> Any:
     result = masks[0]
     for i, m in enumerate(masks):
         check.require_bool_mask(f"masks[{i}]", m)
+    try:
+        np.broadcast_shapes(*(check.shape_of(m) for m in masks))
+    except ValueError:
+        shapes = ", ".join(f"masks[{i}] {check.shape_of(m)}" for i, m in enumerate(masks))
+        raise ValueError(f"masks do not broadcast together: {shapes}") from None
     for m in masks[1:]:
         result = result & m
     return result

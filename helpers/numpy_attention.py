@@ -39,7 +39,8 @@ def scaled_dot_product_attention(
         check.require_array(name, x, np.ndarray, "NumPy array")
     check.check_qkv(q, k, v)
     d_k = q.shape[-1]
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_k)  # (..., T_q, T_k)
+    # float(): a NumPy float64 scalar would promote float32 scores to float64 (NumPy 2 rules)
+    scores = q @ np.swapaxes(k, -1, -2) / float(np.sqrt(d_k))  # (..., T_q, T_k)
     if mask is not None:
         check.require_array("mask", mask, np.ndarray, "NumPy array")
         check.check_mask(mask, scores.shape)

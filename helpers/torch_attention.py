@@ -8,6 +8,10 @@ to ``F.scaled_dot_product_attention`` unless the weights are asked for.
 Both take batch-first inputs ``(B, T, D)`` and a boolean mask, **True = may attend**,
 broadcastable to ``(B, T_q, T_k)`` (or ``(B, h, T_q, T_k)`` per head).
 ``forward`` returns ``(output (B, T_q, D), weights (B, h, T_q, T_k) or None)``.
+
+Fully masked queries: a query row whose keys are all masked gets zero weights and a zero
+attention output (so the module's output there is just ``out_proj``'s bias), never NaN, on the
+explicit path (:func:`attention`) and on the SDPA path (:func:`sdpa`) alike.
 """
 
 from __future__ import annotations
@@ -51,7 +55,11 @@ def sdpa(
     Accepts a mask and ``is_causal`` together (they are combined), and returns zeros, never
     NaN, for a query row with no allowed key. Shapes as in :func:`attention`.
     """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check.require_array(name, x, Tensor, "torch.Tensor")
+    check.check_qkv(q, k, v)
     if mask is not None:
+        check.require_array("mask", mask, Tensor, "torch.Tensor")
         check.check_mask(mask, (*q.shape[:-1], k.shape[-2]))
         mask = mask.to(q.device)
         if is_causal:
@@ -100,6 +108,7 @@ class _AttentionBase(nn.Module):
             check.require_array(name, x, Tensor, "torch.Tensor")
             check.check_model_input(name, x, self.d_model)
         check.require_same_dtype(query=query, key=key, value=value)
+        check.check_module_dtype("query", query, self.out_proj.weight)
         check.check_key_value(key, value)
         check.check_batch(query, key)
         if mask is not None:

@@ -18,7 +18,8 @@ def shape_of(x: Any) -> tuple[int, ...]:
 def require_array(name: str, x: Any, kind: type | tuple[type, ...], kind_name: str) -> None:
     """Raise TypeError unless ``x`` is an instance of ``kind``."""
     if not isinstance(x, kind):
-        raise TypeError(f"{name} must be a {kind_name}, got {type(x).__name__}")
+        shape = f" of shape {shape_of(x)}" if hasattr(x, "shape") else ""
+        raise TypeError(f"{name} must be a {kind_name}, got {type(x).__name__}{shape}")
 
 
 def require_min_ndim(name: str, x: Any, ndim: int, layout: str) -> None:
@@ -45,7 +46,7 @@ def require_same_dtype(**arrays: Any) -> None:
     """Raise TypeError if the given arrays do not all share one dtype."""
     dtypes = {name: a.dtype for name, a in arrays.items()}
     if len({str(d) for d in dtypes.values()}) > 1:
-        listed = ", ".join(f"{n}: {d}" for n, d in dtypes.items())
+        listed = ", ".join(f"{n}: {a.dtype} {shape_of(a)}" for n, a in arrays.items())
         raise TypeError(f"{', '.join(dtypes)} must share one dtype, got {listed}")
 
 
@@ -54,14 +55,17 @@ def require_floating(name: str, x: Any) -> None:
     kind = getattr(x.dtype, "kind", None)  # NumPy dtypes have .kind, torch dtypes do not
     is_float = kind == "f" if kind is not None else x.dtype.is_floating_point
     if not is_float:
-        raise TypeError(f"{name} must be a floating-point array, got dtype {x.dtype}")
+        raise TypeError(
+            f"{name} must be a floating-point array, got dtype {x.dtype}, shape {shape_of(x)}"
+        )
 
 
 def require_bool_mask(name: str, mask: Any) -> None:
     """Raise TypeError unless ``mask`` is boolean (True = may attend)."""
     if str(mask.dtype) not in ("bool", "torch.bool"):
         raise TypeError(
-            f"{name} must be boolean (True = may attend), got dtype {mask.dtype}; "
+            f"{name} must be boolean (True = may attend), got dtype {mask.dtype}, "
+            f"shape {shape_of(mask)}; "
             "convert additive or 0/1 masks with helpers.masks first"
         )
 
@@ -125,6 +129,15 @@ def check_model_input(name: str, x: Any, d_model: int) -> None:
     if x.shape[-1] != d_model:
         raise ValueError(
             f"{name} has D={x.shape[-1]} but the module has d_model={d_model}, shape {shape_of(x)}"
+        )
+
+
+def check_module_dtype(name: str, x: Any, weight: Any) -> None:
+    """Raise TypeError unless ``x`` has the dtype of the module's ``weight``."""
+    if x.dtype != weight.dtype:
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the module's weights are {weight.dtype}, "
+            f"shape {shape_of(x)}; convert one with .to(...)"
         )
 
 
