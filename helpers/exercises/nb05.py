@@ -1,0 +1,95 @@
+"""Exercises of notebook 05: weight layouts, torch head splitting and mask conversion."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from helpers.exercises import exercise
+from helpers.masks import causal_mask, padding_mask
+
+
+@exercise(
+    "linear_from_numpy",
+    notebook="05",
+    hint="nn.Linear computes x @ weight.T + bias, so weight must be W.T (shape (d_out, d_in)); "
+    "copy inside torch.no_grad().",
+)
+def _linear_from_numpy():
+    rng = np.random.default_rng(5)
+    w, b = rng.standard_normal((4, 3)), rng.standard_normal(3)  # x @ W with W (d_in, d_out)
+    x = rng.standard_normal((2, 4))
+
+    def returns_a_linear_of_the_right_shape(fn):
+        layer = fn(w, b)
+        assert isinstance(layer, nn.Linear), f"expected an nn.Linear, got {type(layer).__name__}"
+        assert tuple(layer.weight.shape) == (3, 4), (
+            f"weight should be (d_out, d_in) = (3, 4), got {tuple(layer.weight.shape)}"
+        )
+
+    def computes_x_at_w_plus_b(fn):
+        layer = fn(w, b).double()
+        with torch.no_grad():
+            got = layer(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(got, x @ w + b, atol=1e-12)
+
+    return [
+        ("returns nn.Linear(4, 3) for W of shape (4, 3)", returns_a_linear_of_the_right_shape),
+        ("layer(x) equals x @ W + b", computes_x_at_w_plus_b),
+    ]
+
+
+@exercise(
+    "split_heads_torch",
+    notebook="05",
+    hint="x.view(B, T, h, d_k) gives each head its own axis; then .transpose(1, 2) moves the "
+    "head axis in front of T.",
+)
+def _split_heads_torch():
+    x = torch.arange(2 * 3 * 8, dtype=torch.float64).reshape(2, 3, 8)
+
+    def gives_b_h_t_dk(fn):
+        got = fn(x, 4)
+        assert tuple(got.shape) == (2, 4, 3, 2), f"expected (2, 4, 3, 2), got {tuple(got.shape)}"
+
+    def head_i_takes_columns_i_dk_onwards(fn):
+        got = fn(x, 4)
+        for i in range(4):
+            assert torch.equal(got[:, i], x[..., 2 * i : 2 * i + 2]), f"head {i} has wrong columns"
+
+    return [
+        ("(2, 3, 8) with 4 heads gives (2, 4, 3, 2)", gives_b_h_t_dk),
+        ("head i holds columns i*d_k to (i+1)*d_k", head_i_takes_columns_i_dk_onwards),
+    ]
+
+
+@exercise(
+    "torch_mha_masks",
+    notebook="05",
+    hint="nn.MultiheadAttention wants True = ignore: flip the course masks with ~ (or "
+    "helpers.masks.to_block), and hand them over as torch tensors.",
+)
+def _torch_mha_masks():
+    lengths, length = [3, 5], 5
+
+    def flips_the_padding_mask(fn):
+        key_padding_mask, _ = fn(lengths, length)
+        expected = torch.from_numpy(~padding_mask(lengths, length))
+        assert isinstance(key_padding_mask, torch.Tensor), "key_padding_mask must be a tensor"
+        assert key_padding_mask.dtype == torch.bool, "key_padding_mask must be boolean"
+        assert torch.equal(key_padding_mask, expected), (
+            f"expected True at the padding, got {key_padding_mask.tolist()}"
+        )
+
+    def flips_the_causal_mask(fn):
+        _, attn_mask = fn(lengths, length)
+        expected = torch.from_numpy(~causal_mask(length))
+        assert isinstance(attn_mask, torch.Tensor), "attn_mask must be a tensor"
+        assert attn_mask.dtype == torch.bool, "attn_mask must be boolean"
+        assert torch.equal(attn_mask, expected), "expected True above the diagonal (the future)"
+
+    return [
+        ("key_padding_mask is True at padded keys, shape (B, T)", flips_the_padding_mask),
+        ("attn_mask is True above the diagonal, shape (T, T)", flips_the_causal_mask),
+    ]

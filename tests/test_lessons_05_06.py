@@ -1,0 +1,171 @@
+"""The lesson chain of notebooks 04 -> 05 -> 06 agrees, and the 05/06 helpers behave.
+
+NumPy (04), the separate-projection module (05), the fused module (06) and
+``torch.nn.MultiheadAttention`` are given the same weights and must give the same output.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from helpers import exercises
+from helpers import numpy_attention as npa
+from helpers.masks import causal_mask, combine, key_mask, padding_mask, to_block
+from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
+from helpers.widgets import explore
+from helpers.widgets.training import render_head_browser, strongest_keys
+
+D, H, B, T = 12, 3, 2, 5
+LENGTHS = [5, 3]
+
+
+@pytest.fixture
+def chain():
+    """NumPy MHA, and the three torch modules built from it, all in float64."""
+    numpy_mha = npa.MultiHeadAttention(D, H, seed=4)
+    module = MultiHeadAttention.from_numpy(numpy_mha)
+    fused = FusedMultiHeadAttention.from_separate(module)
+    reference = nn.MultiheadAttention(D, H, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        reference.in_proj_weight.copy_(fused.qkv_proj.weight)
+        reference.in_proj_bias.copy_(fused.qkv_proj.bias)
+        reference.out_proj.load_state_dict(fused.out_proj.state_dict())
+    return numpy_mha, module, fused, reference.eval()
+
+
+def _masks():
+    keep = combine(key_mask(padding_mask(LENGTHS, T)), causal_mask(T))  # (B, T, T)
+    return keep, torch.from_numpy(keep)
+
+
+def test_numpy_module_fused_and_torch_agree_on_the_same_weights(chain, rng):
+    numpy_mha, module, fused, reference = chain
+    x = rng.standard_normal((B, T, D))
+    xt = torch.from_numpy(x)
+    keep, keep_t = _masks()
+    expected, expected_w = numpy_mha(x, mask=keep)
+    with torch.no_grad():
+        out_module, w_module = module(xt, mask=keep_t, need_weights=True)
+        out_fused, w_fused = fused(xt, mask=keep_t, need_weights=True)
+        out_sdpa, _ = fused(xt, mask=keep_t)
+        out_torch, w_torch = reference(
+            xt,
+            xt,
+            xt,
+            key_padding_mask=torch.from_numpy(to_block(padding_mask(LENGTHS, T))),
+            attn_mask=torch.from_numpy(to_block(causal_mask(T))),
+            average_attn_weights=False,
+        )
+    for got in (out_module, out_fused, out_sdpa, out_torch):
+        np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
+    for got in (w_module, w_fused, w_torch):
+        np.testing.assert_allclose(got.numpy(), expected_w, atol=1e-12)
+
+
+def test_cross_attention_agrees_from_numpy_to_fused(chain, rng):
+    numpy_mha, module, fused, _ = chain
+    query, memory = rng.standard_normal((B, 3, D)), rng.standard_normal((B, 7, D))
+    expected, _ = numpy_mha(query, memory, memory)
+    q, m = torch.from_numpy(query), torch.from_numpy(memory)
+    with torch.no_grad():
+        for mha in (module, fused):
+            np.testing.assert_allclose(mha(q, m, m)[0].numpy(), expected, atol=1e-12)
+
+
+def test_chain_breaks_without_the_transpose(chain, rng):
+    """The proof can fail: copying NumPy's W without .T gives a different output."""
+    numpy_mha, module, _, _ = chain
+    with torch.no_grad():
+        module.q_proj.weight.copy_(torch.from_numpy(numpy_mha.params["W_q"]))
+        got, _ = module(torch.from_numpy(rng.standard_normal((B, T, D))))
+    expected, _ = numpy_mha(rng.standard_normal((B, T, D)))
+    assert np.abs(got.numpy() - expected).max() > 1e-3
+
+
+def test_module_passes_gradcheck_in_float64(chain):
+    _, module, _, _ = chain
+    x = torch.randn(1, 3, D, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: module(t)[0], (x,))
+
+
+@pytest.mark.parametrize("notebook", ["05", "06"])
+def test_every_exercise_of_the_notebook_rejects_a_stub(notebook, capsys):
+    names = [e.name for e in exercises.for_notebook(notebook)]
+    assert 2 <= len(names) <= 4
+    for name in names:
+
+        def stub(*args):
+            raise NotImplementedError
+
+        exercises.check(name, stub)
+        assert exercises.RESULTS[name] == "not attempted"
+    assert capsys.readouterr().out.count("not attempted yet") == len(names)
+
+
+def test_linear_exercise_rejects_the_untransposed_weight(capsys):
+    def wrong(w, b):
+        layer = nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            layer.weight.copy_(torch.from_numpy(w))
+        return layer
+
+    exercises.check("linear_from_numpy", wrong)
+    assert exercises.RESULTS["linear_from_numpy"] == "failed"
+    assert "Hint:" in capsys.readouterr().out
+
+
+def test_split_exercise_rejects_a_reshape_that_ignores_the_layout(capsys):
+    def wrong(qkv, h):  # treats the last axis as (h, 3, d_k): the interleaved layout
+        b, t, three_d = qkv.shape
+        return qkv.view(b, t, h, 3, three_d // (3 * h)).permute(3, 0, 2, 1, 4).unbind(0)
+
+    exercises.check("split_fused", wrong)
+    assert exercises.RESULTS["split_fused"] == "failed"
+    assert "check 2 of 2 failed" in capsys.readouterr().out
+
+
+def _maps():
+    gen = np.random.default_rng(0)
+    raw = gen.random((3, 2, 4, 4))
+    return {
+        "untrained": raw / raw.sum(-1, keepdims=True),
+        "trained": np.eye(4)[::-1] * np.ones((3, 2, 1, 1)),
+    }
+
+
+def test_head_browser_draws_both_stages_and_names_the_strongest_keys():
+    letters = [list("abcd"), list("bcda"), list("cdab")]
+    fig, text = render_head_browser(_maps(), letters, head=1, example=2)
+    assert len(fig.axes) == 2 and fig.axes[1].get_title() == "trained, head 1"
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == list("cdab")
+    assert "trained: query i looks most at key [3, 2, 1, 0]" in text
+
+
+def test_head_browser_names_an_out_of_range_head():
+    with pytest.raises(ValueError, match=r"head must lie in 0\.\.1, got 2"):
+        render_head_browser(_maps(), [list("abcd")] * 3, head=2, example=0)
+
+
+def test_strongest_keys_is_the_argmax_of_each_row():
+    assert strongest_keys(np.array([[0.1, 0.9], [0.7, 0.3]])) == [1, 0]
+
+
+def test_head_browser_explorer_redraws_when_driven_headless():
+    letters = [list("abcd"), list("bcda"), list("cdab")]
+    maps = _maps()
+    head = widgets.IntSlider(value=0, min=0, max=1)
+    example = widgets.IntSlider(value=0, min=0, max=2)
+    box = explore(
+        lambda head, example: render_head_browser(maps, letters, head, example),
+        head=head,
+        example=example,
+    )
+    first_image, first_caption = box.image.value, box.caption.value
+    example.value = 1
+    assert box.image.value != first_image and box.caption.value != first_caption
+    head.value = 1
+    assert "head 1" not in first_caption and box.last_render_seconds < 2.0
