@@ -1,0 +1,158 @@
+"""Numerics: huge scores stay finite, and a query with nothing to attend to gets zeros, not NaN.
+
+Scores of +-1e4 overflow ``exp`` in float32 (and +-1e3 in float16 and bfloat16) unless the
+maximum is subtracted first; every path must still give finite weights that sum to 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import masks
+from helpers import numpy_attention as npa
+from helpers import torch_attention as ta
+
+TORCH_CASES = {
+    "float32": (torch.float32, 1e4),
+    "float16": (torch.float16, 1e3),
+    "bfloat16": (torch.bfloat16, 1e3),
+}
+NUMPY_CASES = {"float32": (np.float32, 1e4), "float16": (np.float16, 1e3)}
+
+
+def huge_scores_problem(size: float):
+    """d_k = 1, q = [[1]], k = [[size], [-size], [0]]: the raw scores are [size, -size, 0].
+
+    The exact weights are [1, 0, 0] (e^-size underflows to 0), so the output is v[0].
+    """
+    q = np.array([[1.0]])
+    k = np.array([[size], [-size], [0.0]])
+    v = np.array([[1.0, -2.0], [3.0, 4.0], [5.0, 6.0]])
+    return q, k, v
+
+
+@pytest.mark.parametrize("dtype", list(NUMPY_CASES))
+def test_numpy_softmax_of_huge_scores_is_finite_and_sums_to_one(dtype):
+    np_dtype, size = NUMPY_CASES[dtype]
+    scores = np.array([[size, -size, 0.0], [size, size, -size]], dtype=np_dtype)
+    weights = npa.softmax(scores)
+    assert weights.dtype == np_dtype and np.isfinite(weights).all()
+    np.testing.assert_allclose(weights.astype(np.float64), [[1, 0, 0], [0.5, 0.5, 0]], atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", list(NUMPY_CASES))
+def test_numpy_attention_with_huge_scores_is_finite(dtype):
+    np_dtype, size = NUMPY_CASES[dtype]
+    q, k, v = (a.astype(np_dtype) for a in huge_scores_problem(size))
+    out, weights = npa.scaled_dot_product_attention(q, k, v)
+    assert np.isfinite(out).all() and np.isfinite(weights).all()
+    np.testing.assert_allclose(weights.astype(np.float64), [[1, 0, 0]], atol=1e-3)
+    np.testing.assert_allclose(out.astype(np.float64), v[:1].astype(np.float64), atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", list(TORCH_CASES))
+def test_torch_paths_with_huge_scores_are_finite(dtype):
+    torch_dtype, size = TORCH_CASES[dtype]
+    q, k, v = (torch.from_numpy(a).to(torch_dtype) for a in huge_scores_problem(size))
+    out, weights = ta.attention(q, k, v)
+    assert out.dtype == weights.dtype == torch_dtype
+    torch.testing.assert_close(weights.float(), torch.tensor([[1.0, 0.0, 0.0]]))
+    for result in (out, ta.sdpa(q, k, v), F.scaled_dot_product_attention(q, k, v)):
+        assert torch.isfinite(result).all()
+        torch.testing.assert_close(result.float(), v[:1].float())
+
+
+# --- a query with no key to attend to -----------------------------------------------------
+
+
+def mask_with_empty_rows() -> np.ndarray:
+    """(B=2, T_q=3, T_k=4): batch 0 is causal-like; batch 1 is pure padding (length 0)."""
+    mask = np.ones((2, 3, 4), dtype=bool)
+    mask[0] = np.tril(mask[0])
+    mask[0, 1] = False  # query 1 of batch 0 sees nothing
+    mask[1] = masks.key_mask(masks.padding_mask([0], 4))[0]  # no real keys at all
+    return mask
+
+
+def problem(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.standard_normal((2, 3, 5)),
+        rng.standard_normal((2, 4, 5)),
+        rng.standard_normal((2, 4, 6)),
+    )
+
+
+EMPTY = ~mask_with_empty_rows().any(axis=-1)  # (B, T_q): the rows with no allowed key
+
+
+def test_empty_rows_are_where_the_test_expects_them():
+    assert EMPTY.tolist() == [[False, True, False], [True, True, True]]
+
+
+def test_numpy_attention_gives_zero_output_and_zero_weights_to_a_query_with_no_keys():
+    q, k, v = problem()
+    out, weights = npa.scaled_dot_product_attention(q, k, v, mask_with_empty_rows())
+    assert np.isfinite(out).all() and np.isfinite(weights).all()
+    assert np.all(out[EMPTY] == 0.0) and np.all(weights[EMPTY] == 0.0)
+    np.testing.assert_allclose(weights[~EMPTY].sum(-1), 1.0)
+
+
+def test_numpy_softmax_of_an_all_minus_inf_row_is_zero():
+    weights = npa.softmax(np.array([[-np.inf, -np.inf], [0.0, -np.inf]]))
+    assert weights.tolist() == [[0.0, 0.0], [1.0, 0.0]]
+
+
+def test_manual_torch_attention_gives_zero_output_and_zero_weights_to_a_query_with_no_keys():
+    q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
+    out, weights = ta.attention(q, k, v, mask)
+    assert torch.isfinite(out).all() and torch.isfinite(weights).all()
+    assert (out[EMPTY] == 0).all() and (weights[EMPTY] == 0).all()
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_sdpa_helper_gives_zero_output_to_a_query_with_no_keys(is_causal):
+    q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
+    out = ta.sdpa(q, k, v, mask, is_causal=is_causal)
+    assert torch.isfinite(out).all() and (out[EMPTY] == 0).all()
+    expected_mask = mask & torch.ones(3, 4, dtype=torch.bool).tril() if is_causal else mask
+    torch.testing.assert_close(out, ta.attention(q, k, v, expected_mask)[0])
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["sdpa", "explicit"])
+@pytest.mark.parametrize("module_class", [ta.MultiHeadAttention, ta.FusedMultiHeadAttention])
+def test_module_output_for_a_query_with_no_keys_is_finite_and_zero_without_bias(
+    module_class, need_weights
+):
+    torch.manual_seed(0)
+    module = module_class(8, 2, bias=False).double()
+    rng = np.random.default_rng(1)
+    query, key = (torch.from_numpy(rng.standard_normal((2, n, 8))) for n in (3, 4))
+    mask = torch.from_numpy(mask_with_empty_rows())
+    out, weights = module(query, key, mask=mask, need_weights=need_weights)
+    assert torch.isfinite(out).all()
+    assert (out[torch.from_numpy(EMPTY)] == 0).all()
+    if need_weights:
+        assert (weights.transpose(1, 2)[torch.from_numpy(EMPTY)] == 0).all()
+
+
+def test_fused_module_output_for_a_query_with_no_keys_is_the_output_bias():
+    torch.manual_seed(0)
+    module = ta.FusedMultiHeadAttention(8, 2)
+    mask = torch.from_numpy(masks.key_mask(masks.padding_mask([0, 4], 4)))  # batch 0: no keys
+    out, _ = module(torch.randn(2, 4, 8), mask=mask)
+    torch.testing.assert_close(out[0], module.out_proj.bias.detach().expand(4, 8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_paths_give_zeros_not_nan_for_a_query_with_no_keys(dtype):
+    q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
+    q, k, v = (x.to(dtype) for x in (q, k, v))
+    out, weights = ta.attention(q, k, v, mask)
+    sdpa_out = ta.sdpa(q, k, v, mask)
+    for result in (out, weights, sdpa_out):
+        assert torch.isfinite(result).all()
+    assert (out[EMPTY] == 0).all() and (sdpa_out[EMPTY] == 0).all()
