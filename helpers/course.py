@@ -37,11 +37,12 @@ def setup_cell_source() -> str:
 import subprocess
 import sys
 
+HELPERS = "git+{REPO_URL}@{REF}"
 if "google.colab" in sys.modules:  # on Colab, install the course helpers (nothing else)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "git+{REPO_URL}@{REF}"],
-        check=True,
-    )
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", HELPERS], check=True)
+
+import matplotlib.pyplot as plt
+import numpy as np
 
 from helpers.env import setup
 

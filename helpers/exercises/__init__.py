@@ -63,8 +63,8 @@ def for_notebook(notebook: str) -> list[Exercise]:
     return [e for e in REGISTRY.values() if e.notebook == notebook]
 
 
-def check(name: str, fn: Callable) -> bool:
-    """Run exercise ``name``'s checks on ``fn``, print a verdict, and return True if all pass."""
+def check(name: str, fn: Callable) -> None:
+    """Run exercise ``name``'s checks on ``fn`` and print a verdict (also kept in RESULTS)."""
     ex = get(name)
     for i, (what, run) in enumerate(ex.checks, start=1):
         try:
@@ -74,13 +74,12 @@ def check(name: str, fn: Callable) -> bool:
             print(
                 f"⏳ {name}: not attempted yet. Replace `raise NotImplementedError` with your code."
             )
-            return False
+            return
         except Exception as error:  # the learner's code may fail in any way; report it
             RESULTS[name] = "failed"
             detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
             print(f"❌ {name}: check {i} of {len(ex.checks)} failed ({what}).\n   {detail}")
             print(f"   Hint: {ex.hint}")
-            return False
+            return
     RESULTS[name] = "passed"
     print(f"✅ {name}: all {len(ex.checks)} checks passed.")
-    return True
