@@ -1,0 +1,166 @@
+"""The contenders of the benchmark: the same attention layer computed different ways.
+
+Each contender maps ``x (B, T, D)`` to ``(B, T, D)`` through four projections and attention,
+except ``sdpa_direct``, the bare attention core on ``q, k, v (B, h, T, d_k)``.
+
+=================  ====================================================================
+``naive``          the course's ``MultiHeadAttention``: separate projections, explicit softmax
+``fused_explicit`` ``FusedMultiHeadAttention(need_weights=True)``: one QKV matmul, explicit
+                   attention (the weights are formed and returned)
+``fused_sdpa``     ``FusedMultiHeadAttention`` with SDPA as the core (``need_weights=False``)
+``torch_mha``      ``torch.nn.MultiheadAttention(batch_first=True)``, ``need_weights=False``
+``sdpa_functional`` the fused layer written as bare functions (``F.linear``, view, SDPA,
+                   ``F.linear``): what the module costs without its checks
+``sdpa_direct``    ``F.scaled_dot_product_attention(q, k, v)`` alone: the attention core
+=================  ====================================================================
+
+Contenders that call SDPA can be pinned to one backend with ``torch.nn.attention.sdpa_kernel``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
+
+CONTENDERS = (
+    "naive",
+    "fused_explicit",
+    "fused_sdpa",
+    "torch_mha",
+    "sdpa_functional",
+    "sdpa_direct",
+)
+PINNABLE = frozenset({"fused_sdpa", "sdpa_functional", "sdpa_direct"})  # take a forced backend
+NO_SDPA = frozenset({"naive", "fused_explicit"})  # never call SDPA: backend "-"
+BACKENDS = ("default", "flash", "efficient", "cudnn", "math")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement: which contender, how, and at what size."""
+
+    contender: str
+    backend: str  # "default" (PyTorch picks), a forced backend, or "-" (no SDPA)
+    compiled: bool
+    dtype: str
+    causal: bool
+    mode: str  # "forward" or "forward_backward"
+    batch: int
+    seq_len: int
+    d_model: int
+    heads: int
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.heads
+
+
+def backend_context(backend: str) -> contextlib.AbstractContextManager:
+    """``sdpa_kernel(...)`` forcing ``backend``, or a null context for "default" and "-"."""
+    if backend in ("default", "-"):
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    names = {
+        "flash": "FLASH_ATTENTION",
+        "efficient": "EFFICIENT_ATTENTION",
+        "cudnn": "CUDNN_ATTENTION",
+        "math": "MATH",
+    }
+    if backend not in names or not hasattr(SDPBackend, names[backend]):
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    return sdpa_kernel(getattr(SDPBackend, names[backend]))
+
+
+def _layer(case: Case, device: torch.device, dtype: torch.dtype):
+    """The model function, its tensor inputs and its parameters for ``case``."""
+    B, T, D, h = case.batch, case.seq_len, case.d_model, case.heads
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(B, T, D, generator=gen).to(device, dtype)
+    causal = torch.ones(T, T, dtype=torch.bool, device=device).tril() if case.causal else None
+    if case.contender == "sdpa_direct":
+        q, k, v = (torch.randn(B, h, T, D // h, generator=gen).to(device, dtype) for _ in "qkv")
+        return (
+            (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)),
+            (
+                q,
+                k,
+                v,
+            ),
+            [],
+        )
+    if case.contender == "torch_mha":
+        module = nn.MultiheadAttention(D, h, batch_first=True).to(device, dtype).eval()
+        mask = None if causal is None else ~causal  # torch's convention: True = masked out
+
+        def fn(x: Tensor) -> Tensor:
+            return module(x, x, x, need_weights=False, attn_mask=mask, is_causal=case.causal)[0]
+
+        return fn, (x,), list(module.parameters())
+    if case.contender == "naive":
+        module = MultiHeadAttention(D, h).to(device, dtype).eval()
+        return (lambda x: module(x, mask=causal)[0]), (x,), list(module.parameters())
+    module = FusedMultiHeadAttention(D, h).to(device, dtype).eval()
+    if case.contender == "fused_explicit":
+        fn = lambda x: module(x, need_weights=True, is_causal=case.causal)[0]  # noqa: E731
+    elif case.contender == "fused_sdpa":
+        fn = lambda x: module(x, is_causal=case.causal)[0]  # noqa: E731
+    elif case.contender == "sdpa_functional":
+        fn = _functional(module, case.causal)
+    else:
+        raise ValueError(f"contender must be one of {CONTENDERS}, got {case.contender!r}")
+    return fn, (x,), list(module.parameters())
+
+
+def _functional(module: FusedMultiHeadAttention, causal: bool) -> Callable[[Tensor], Tensor]:
+    w, b, h = module.qkv_proj.weight, module.qkv_proj.bias, module.num_heads
+    w_o, b_o = module.out_proj.weight, module.out_proj.bias
+
+    def fn(x: Tensor) -> Tensor:
+        B, T, D = x.shape
+        qkv = F.linear(x, w, b).view(B, T, 3, h, D // h).permute(2, 0, 3, 1, 4)
+        heads = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal=causal)
+        return F.linear(heads.transpose(1, 2).reshape(B, T, D), w_o, b_o)
+
+    return fn
+
+
+def make_step(case: Case, device: torch.device) -> Callable[[], object]:
+    """A no-argument callable doing one forward (or forward and backward) pass of ``case``.
+
+    Forward runs under ``torch.no_grad()``; forward_backward computes the gradients of the
+    inputs and the parameters with ``torch.autograd.grad`` (nothing accumulates in ``.grad``).
+    """
+    if case.dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {case.dtype!r}")
+    fn, inputs, params = _layer(case, device, DTYPES[case.dtype])
+    if case.compiled:
+        torch._dynamo.reset()  # a fresh cache per size: no recompile limit, no stale graphs
+        fn = torch.compile(fn, dynamic=False)
+    if case.mode == "forward":
+
+        def step() -> object:
+            with torch.no_grad(), backend_context(case.backend):
+                return fn(*inputs)
+
+        return step
+    if case.mode != "forward_backward":
+        raise ValueError(f"mode must be 'forward' or 'forward_backward', got {case.mode!r}")
+    for t in inputs:
+        t.requires_grad_(True)
+    wrt = [*inputs, *params]
+
+    def step_backward() -> object:
+        with backend_context(case.backend):
+            out = fn(*inputs)
+            return torch.autograd.grad(out, wrt, torch.ones_like(out))
+
+    return step_backward

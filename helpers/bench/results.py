@@ -1,0 +1,91 @@
+"""Benchmark results on disk: one CSV of rows and one JSON of metadata per run.
+
+A results folder (``benchmarks/results/<name>/``) holds ``<run>.csv`` and ``<run>.json`` for
+each run; :func:`load_results` reads all the CSVs of a folder as one table.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pandas as pd
+
+# The CSV columns, in order (documented in helpers.bench and benchmarks/README.md).
+COLUMNS = (
+    "device_name",
+    "device_type",
+    "contender",
+    "backend",
+    "compiled",
+    "dtype",
+    "causal",
+    "mode",
+    "batch",
+    "seq_len",
+    "d_model",
+    "heads",
+    "d_k",
+    "status",
+    "reason",
+    "time_ms",
+    "peak_mem_mib",
+    "attn_flops",
+    "total_flops",
+    "tflops",
+    "attn_tflops",
+    "peak_tflops",
+    "peak_fraction",
+)
+
+
+class CsvWriter:
+    """Appends rows to a CSV as they come, so an interrupted run keeps what it measured."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("w", newline="") as f:
+            csv.DictWriter(f, fieldnames=COLUMNS).writeheader()
+
+    def __call__(self, row: dict) -> None:
+        clean = {k: ("" if row.get(k) is None else row.get(k, "")) for k in COLUMNS}
+        with self.path.open("a", newline="") as f:
+            csv.DictWriter(f, fieldnames=COLUMNS).writerow(clean)
+
+
+def write_metadata(path: Path, metadata: dict) -> None:
+    """Write the run's metadata (device, versions, date, command, settings) as JSON."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
+
+
+def load_results(source) -> pd.DataFrame:
+    """The rows of one CSV file, of all CSVs in a folder, or of a DataFrame (copied)."""
+    if isinstance(source, pd.DataFrame):
+        return source.copy()
+    path = Path(source)
+    files = sorted(path.glob("*.csv")) if path.is_dir() else [path]
+    if not files:
+        raise ValueError(f"source has no CSV files: {path.name!r}")
+    frame = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    for column in ("compiled", "causal"):
+        if column in frame:
+            frame[column] = frame[column].astype(str).str.lower() == "true"
+    return frame
+
+
+def load_metadata(folder) -> list[dict]:
+    """The JSON metadata of every run in a results folder."""
+    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
+
+
+def committed_results(root) -> list[Path]:
+    """Results folders under ``root`` holding at least one CSV and one JSON, sorted by name."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(
+        d for d in root.iterdir() if d.is_dir() and any(d.glob("*.csv")) and any(d.glob("*.json"))
+    )

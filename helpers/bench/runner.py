@@ -1,0 +1,174 @@
+"""The sweep: every contender, dtype, mask and mode over growing sequence lengths.
+
+Each *series* (contender, backend, compiled, dtype, causal, mode, heads) is measured at each
+sequence length in turn. An out-of-memory error is recorded as ``status="oom"`` and ends that
+series (a longer sequence would not fit either); any other failure (a backend that cannot run
+these inputs, a dtype the device lacks, a compiler that is missing) is recorded as
+``status="unavailable"`` with the reason, and also ends the series. Nothing crashes the run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from helpers.bench import flops as fl
+from helpers.bench.contenders import NO_SDPA, PINNABLE, Case, make_step
+from helpers.bench.peaks import peak_tflops
+from helpers.bench.report import device_name
+from helpers.bench.timing import (
+    free_memory,
+    is_out_of_memory,
+    median_seconds,
+    peak_memory_bytes,
+)
+
+REASON_CHARS = 300  # keep the CSV readable: the first line of the error, trimmed
+
+
+@dataclass
+class BenchConfig:
+    """What to measure. ``heads`` lists head counts (d_k = d_model / heads)."""
+
+    device: str = "cpu"
+    contenders: tuple[str, ...] = ("naive", "fused_explicit", "fused_sdpa", "torch_mha")
+    backends: tuple[str, ...] = ("default",)
+    dtypes: tuple[str, ...] = ("float32",)
+    causal: tuple[bool, ...] = (False, True)
+    modes: tuple[str, ...] = ("forward", "forward_backward")
+    compiled: tuple[bool, ...] = (False,)
+    seq_lens: tuple[int, ...] = (128, 256, 512)
+    batch: int = 2
+    d_model: int = 256
+    heads: tuple[int, ...] = (4,)
+    min_run_time: float = 0.2
+    time_budget_s: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _backends_for(contender: str, backends: tuple[str, ...]) -> tuple[str, ...]:
+    if contender in NO_SDPA:
+        return ("-",)
+    if contender in PINNABLE:
+        return backends
+    return ("default",)
+
+
+def series(config: BenchConfig) -> Iterator[dict]:
+    """Every series of the sweep, as the fields shared by its rows."""
+    for contender in config.contenders:
+        for backend, compiled, dtype, causal, mode, heads in itertools.product(
+            _backends_for(contender, config.backends),
+            config.compiled,
+            config.dtypes,
+            config.causal,
+            config.modes,
+            config.heads,
+        ):
+            yield dict(
+                contender=contender,
+                backend=backend,
+                compiled=compiled,
+                dtype=dtype,
+                causal=causal,
+                mode=mode,
+                heads=heads,
+            )
+
+
+def _reason(error: BaseException, caught: list) -> str:
+    lines = [str(w.message).splitlines()[0] for w in caught if str(w.message).strip()]
+    text = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error) else ''}"
+    return "; ".join([text, *lines])[:REASON_CHARS]
+
+
+def measure(case: Case, device: torch.device, name: str, min_run_time: float) -> dict:
+    """One row: time, memory, FLOPs and rates of ``case``, or its status and reason."""
+    row = {**case.__dict__, "d_k": case.d_k, "device_name": name, "device_type": device.type}
+    mode = "forward" if case.mode == "forward" else "forward_backward"
+    attn = fl.attention_flops(case.batch, case.heads, case.seq_len, case.d_k, case.causal, mode)
+    proj = 0.0
+    if case.contender != "sdpa_direct":
+        proj = fl.projection_flops(case.batch, case.seq_len, case.d_model, mode)
+    row.update(attn_flops=attn, total_flops=attn + proj, peak_tflops=peak_tflops(name, case.dtype))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            step = make_step(case, device)
+            step()  # warm-up: compiles, picks kernels, and fails early if it cannot run
+            seconds = median_seconds(step, device, min_run_time)
+            memory = peak_memory_bytes(step, device)
+        except (RuntimeError, ValueError, TypeError, NotImplementedError, AssertionError) as error:
+            oom = is_out_of_memory(error)
+            row.update(status="oom" if oom else "unavailable", reason=_reason(error, caught))
+            free_memory(device)
+            return row
+    if device.type != "cpu":  # give the cache back before the next, larger size
+        free_memory(device)
+    tflops = fl.tflops_per_second(row["total_flops"], seconds)
+    peak = row["peak_tflops"]
+    row.update(
+        status="ok",
+        reason="",
+        time_ms=seconds * 1e3,
+        peak_mem_mib=None if memory is None else memory / 2**20,
+        tflops=tflops,
+        attn_tflops=fl.tflops_per_second(attn, seconds),
+        peak_fraction=None if peak is None else tflops / peak,
+    )
+    return row
+
+
+def device_problem(device: torch.device) -> str | None:
+    """Why ``device`` cannot be used here, or None when it can."""
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return "device 'cuda' is not available: torch.cuda.is_available() is False"
+    if device.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            return "device 'mps' is not available: torch.backends.mps.is_available() is False"
+    if device.type not in ("cpu", "cuda", "mps"):
+        return f"device {device.type!r} is not supported by the benchmark (cpu, cuda or mps)"
+    return None
+
+
+def run(
+    config: BenchConfig, on_row: Callable[[dict], None] | None = None, progress: bool = True
+) -> list[dict]:
+    """Run the sweep of ``config``; call ``on_row`` with each row as it is measured."""
+    rows: list[dict] = []
+
+    def emit(row: dict) -> None:
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+
+    device = torch.device(config.device)
+    problem = device_problem(device)
+    if problem is not None:
+        emit(dict(contender="all", device_type=device.type, status="unavailable", reason=problem))
+        return rows
+    name = device_name(device)
+    plan = list(series(config))
+    lengths = sorted(config.seq_lens)
+    start = time.perf_counter()
+    with tqdm(total=len(plan) * len(lengths), desc="benchmark", disable=not progress) as bar:
+        for fields in plan:
+            for i, seq_len in enumerate(lengths):
+                if config.time_budget_s and time.perf_counter() - start > config.time_budget_s:
+                    bar.close()
+                    return rows
+                case = Case(batch=config.batch, seq_len=seq_len, d_model=config.d_model, **fields)
+                row = measure(case, device, name, config.min_run_time)
+                emit(row)
+                bar.update(1)
+                if row["status"] != "ok":  # longer sequences would fail the same way
+                    bar.update(len(lengths) - i - 1)
+                    break
+    return rows
