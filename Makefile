@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test lint notebooks clean
+.PHONY: setup lab test lint notebooks sync-notebooks site clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,5 +30,11 @@ test: lint
 notebooks: setup
 	$(PY) -m helpers.run_notebooks notebooks/*.ipynb
 
+sync-notebooks: setup
+	$(PY) -m helpers.sync
+
+site: setup
+	$(PY) -m helpers.site site
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site test-artifacts
