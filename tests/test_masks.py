@@ -1,0 +1,166 @@
+"""Mask builders and converters, checked against masks written out by hand or by loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import masks
+from helpers import numpy_attention as npa
+from helpers import torch_attention as ta
+
+
+def test_causal_mask_lets_query_i_see_keys_zero_to_i():
+    mask = masks.causal_mask(4)
+    assert mask.dtype == bool and mask.shape == (4, 4)
+    expected = [[i >= j for j in range(4)] for i in range(4)]
+    assert mask.tolist() == expected
+
+
+def test_causal_mask_of_length_one_is_a_single_true():
+    assert masks.causal_mask(1).tolist() == [[True]]
+
+
+def test_causal_mask_matches_torch_sdpa_is_causal():
+    rng = np.random.default_rng(0)
+    q, k, v = (torch.from_numpy(rng.standard_normal((1, 5, 3))) for _ in range(3))
+    with_mask = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.from_numpy(masks.causal_mask(5))
+    )
+    torch.testing.assert_close(with_mask, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+def test_padding_mask_is_true_at_real_tokens_and_false_at_padding():
+    mask = masks.padding_mask([3, 1, 0, 4], 4)
+    assert mask.dtype == bool and mask.shape == (4, 4)
+    assert mask.tolist() == [
+        [True, True, True, False],
+        [True, False, False, False],
+        [False, False, False, False],
+        [True, True, True, True],
+    ]
+
+
+def test_padding_mask_accepts_a_numpy_or_torch_vector_of_lengths():
+    expected = masks.padding_mask([2, 3], 5)
+    assert np.array_equal(masks.padding_mask(np.array([2, 3]), 5), expected)
+    assert np.array_equal(masks.padding_mask(torch.tensor([2, 3]), 5), expected)
+
+
+def test_key_mask_adds_a_query_axis_so_every_query_sees_the_same_keys():
+    padding = masks.padding_mask([2, 3], 4)
+    mask = masks.key_mask(padding)
+    assert mask.shape == (2, 1, 4)
+    scores_shape = (2, 5, 4)  # (B, T_q, T_k)
+    broadcast = np.broadcast_to(mask, scores_shape)
+    for query in range(5):
+        assert np.array_equal(broadcast[:, query], padding)
+
+
+def test_combine_allows_only_where_every_mask_allows():
+    a = np.array([True, True, False, False])
+    b = np.array([True, False, True, False])
+    assert masks.combine(a, b).tolist() == [True, False, False, False]
+    assert masks.combine(a).tolist() == a.tolist()
+
+
+def test_combine_of_causal_and_key_masks_broadcasts_to_batch_by_query_by_key():
+    causal = masks.causal_mask(4)
+    keys = masks.key_mask(masks.padding_mask([4, 2], 4))
+    both = masks.combine(causal, keys)
+    assert both.shape == (2, 4, 4)
+    for b, length in enumerate([4, 2]):
+        for i in range(4):
+            assert both[b, i].tolist() == [j <= i and j < length for j in range(4)]
+
+
+def test_combine_works_on_torch_tensors():
+    causal = torch.from_numpy(masks.causal_mask(3))
+    keys = torch.tensor([[[True, True, False]]])
+    both = masks.combine(causal, keys)
+    assert isinstance(both, torch.Tensor) and both.shape == (1, 3, 3)
+    assert both.tolist() == [[[True, False, False], [True, True, False], [True, True, False]]]
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_to_block_flips_the_convention_and_from_block_undoes_it(lib):
+    mask = masks.combine(masks.causal_mask(3), masks.key_mask(masks.padding_mask([3, 2], 3)))
+    if lib == "torch":
+        mask = torch.from_numpy(mask)
+    block = masks.to_block(mask)
+    assert type(block) is type(mask)
+    assert (block == ~mask).all()
+    assert not bool((block & mask).any())  # never both attend and ignore
+    assert (masks.from_block(block) == mask).all()
+
+
+def test_to_block_gives_the_key_padding_mask_nn_multiheadattention_expects():
+    torch.manual_seed(0)
+    module = torch.nn.MultiheadAttention(4, 1, batch_first=True, dtype=torch.float64)
+    x = torch.randn(2, 3, 4, dtype=torch.float64)
+    padding = torch.from_numpy(masks.padding_mask([3, 1], 3))
+    _, weights = module(x, x, x, key_padding_mask=masks.to_block(padding))
+    # weights (B, T_q, T_k): the padded keys of sequence 1 get nothing
+    assert (weights[1, :, 1:] == 0).all() and (weights[1, :, 0] == 1).all()
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_to_additive_gives_zero_where_allowed_and_minus_inf_where_masked(lib):
+    mask = masks.causal_mask(3)
+    additive = masks.to_additive(torch.from_numpy(mask) if lib == "torch" else mask)
+    values = np.asarray(additive)
+    assert additive.dtype == {"numpy": np.float64, "torch": torch.float32}[lib]
+    assert np.all(values[mask] == 0.0) and np.all(values[~mask] == -np.inf)
+
+
+def test_to_additive_uses_the_requested_dtype():
+    assert masks.to_additive(masks.causal_mask(2), np.float32).dtype == np.float32
+    mask = torch.from_numpy(masks.causal_mask(2))
+    assert masks.to_additive(mask, torch.float64).dtype == torch.float64
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_from_additive_undoes_to_additive(lib):
+    mask = masks.combine(masks.causal_mask(4), masks.key_mask(masks.padding_mask([4, 1], 4)))
+    if lib == "torch":
+        mask = torch.from_numpy(mask)
+    back = masks.from_additive(masks.to_additive(mask))
+    assert type(back) is type(mask) and (back == mask).all()
+
+
+def test_from_additive_also_reads_large_negative_numbers_as_masked():
+    additive = np.array([0.0, -1e9, np.finfo(np.float32).min, -1.0, -np.inf])
+    assert masks.from_additive(additive).tolist() == [True, False, False, True, False]
+    assert masks.from_additive(additive, threshold=-0.5).tolist() == [True] + [False] * 4
+
+
+def test_adding_the_additive_mask_to_the_scores_gives_the_boolean_mask_attention_numpy():
+    rng = np.random.default_rng(1)
+    q, k, v = (
+        rng.standard_normal((2, 4, 3)),
+        rng.standard_normal((2, 4, 3)),
+        rng.standard_normal((2, 4, 2)),
+    )
+    mask = masks.combine(masks.causal_mask(4), masks.key_mask(masks.padding_mask([4, 2], 4)))
+    expected, expected_weights = npa.scaled_dot_product_attention(q, k, v, mask)
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(3) + masks.to_additive(mask)
+    weights = npa.softmax(scores)
+    np.testing.assert_allclose(weights, expected_weights, atol=1e-12)
+    np.testing.assert_allclose(weights @ v, expected, atol=1e-12)
+
+
+def test_adding_the_additive_mask_to_the_scores_gives_the_boolean_mask_attention_torch():
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(2, 4, 3, dtype=torch.float64) for _ in range(3))
+    mask = torch.from_numpy(
+        masks.combine(masks.causal_mask(4), masks.key_mask(masks.padding_mask([4, 2], 4)))
+    )
+    expected, expected_weights = ta.attention(q, k, v, mask)
+    additive = masks.to_additive(mask, torch.float64)
+    weights = torch.softmax(q @ k.transpose(-1, -2) / 3**0.5 + additive, dim=-1)
+    torch.testing.assert_close(weights, expected_weights)
+    torch.testing.assert_close(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=additive), expected
+    )
