@@ -1,0 +1,61 @@
+"""The many-heads explorer of notebook 04: number of heads and sequence length -> head grid.
+
+``render_heads(num_heads, seq_len)`` runs one multi-head self-attention step on a seeded
+random input and returns a per-head heatmap grid plus the shape trace of every step. The
+model's weights do not depend on ``num_heads`` (same seed, same ``(D, D)`` matrices): moving
+the slider only changes how the same ``D`` columns are split into heads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from helpers.data import random_batch
+from helpers.numpy_attention import (
+    MultiHeadAttention,
+    combine_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
+from helpers.plots import head_mosaic
+
+D_MODEL = 24  # divisible by 1, 2, 3, 4, 6 and 8 heads (not by 5 or 7)
+SHARPEN = 3.0  # W_q and W_k are scaled up so untrained random heads show visible patterns
+
+
+def make_model(num_heads: int, d_model: int = D_MODEL) -> MultiHeadAttention:
+    """A seeded :class:`MultiHeadAttention` whose W_q and W_k are multiplied by ``SHARPEN``."""
+    mha = MultiHeadAttention(d_model, num_heads, seed=0)
+    mha.params["W_q"] = mha.params["W_q"] * SHARPEN
+    mha.params["W_k"] = mha.params["W_k"] * SHARPEN
+    return mha
+
+
+def shape_trace(mha: MultiHeadAttention, x: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Self-attention of ``x (B, T, D)`` step by step: weights ``(B, h, T, T)`` and one line per step."""
+    steps: list[tuple[str, str, tuple[int, ...]]] = [("x", "(B, T, D)", x.shape)]
+    q = mha.project(x, "q")
+    steps.append(("Q = x @ W_q + b_q", "(B, T, D)", q.shape))
+    q, k, v = (split_heads(mha.project(x, n), mha.num_heads) for n in ("q", "k", "v"))
+    steps.append(("split Q, K, V", "(B, h, T, d_k)", q.shape))
+    heads, weights = scaled_dot_product_attention(q, k, v)
+    steps.append(("weights = softmax(QK^T/sqrt(d_k))", "(B, h, T_q, T_k)", weights.shape))
+    steps.append(("heads = weights @ V", "(B, h, T, d_k)", heads.shape))
+    combined = combine_heads(heads)
+    steps.append(("combine heads", "(B, T, D)", combined.shape))
+    out = mha.project(combined, "o")
+    steps.append(("output = . @ W_o + b_o", "(B, T, D)", out.shape))
+    lines = [f"{step:<34} {layout:<17} = {shape}" for step, layout, shape in steps]
+    return weights, lines
+
+
+def render_heads(num_heads: int = 4, seq_len: int = 6) -> tuple[Figure, str]:
+    """Per-head heatmap grid for ``num_heads`` heads over ``seq_len`` tokens, and the shape trace."""
+    mha = make_model(num_heads)
+    x = random_batch(1, seq_len, D_MODEL, seed=0)  # (1, T, D); a longer T keeps the first tokens
+    weights, lines = shape_trace(mha, x)
+    title = f"h = {num_heads} heads, d_k = {mha.d_k}, T = {seq_len}"
+    fig = head_mosaic(weights[0], [f"t{i}" for i in range(seq_len)], title=title)
+    lines.append(f"parameters: 4*D*D + 4*D = {mha.num_parameters()} (the same for every h)")
+    return fig, "\n".join(lines)
