@@ -24,7 +24,7 @@ def _select(frame: pd.DataFrame, dtype: str, mode: str, causal: bool, d_k: int |
     if d_k is None and not rows.empty:
         d_k = int(rows["d_k"].min())
     rows = rows[rows["d_k"] == d_k].copy()
-    rows["series"] = rows.apply(series_label, axis=1)
+    rows["series"] = [series_label(row) for _, row in rows.iterrows()]
     return rows, d_k
 
 

@@ -1,0 +1,340 @@
+"""helpers.bench: FLOP counts, the peak table, timing, the sweep, its files and its plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+import torch
+
+from helpers.bench import (
+    COLUMNS,
+    BenchConfig,
+    attention_flops,
+    best_peak_fraction,
+    environment_report,
+    median_seconds,
+    peak_memory_bytes,
+    peak_tflops,
+    plot_results,
+    projection_flops,
+    run,
+    speedup,
+    tflops_per_second,
+)
+from helpers.bench import runner as runner_module
+from helpers.bench.__main__ import main
+from helpers.bench.contenders import Case, make_step
+
+CPU = torch.device("cpu")
+
+
+# --- FLOP counts -------------------------------------------------------------------------------
+
+
+def test_forward_attention_flops_match_a_hand_count():
+    # B=2, h=3, T=4, d_k=5: q k^T is 2*T*T*d_k = 160 FLOPs per head, weights @ v another 160,
+    # so 320 per head and 320 * B * h = 1920 in all.
+    assert attention_flops(2, 3, 4, 5) == 1920
+
+
+def test_causal_mask_halves_the_attention_flops():
+    assert attention_flops(2, 3, 64, 16, causal=True) == attention_flops(2, 3, 64, 16) / 2
+
+
+def test_backward_is_two_and_a_half_forwards_and_both_together_three_and_a_half():
+    forward = attention_flops(1, 2, 32, 8)
+    assert attention_flops(1, 2, 32, 8, mode="backward") == 2.5 * forward
+    assert attention_flops(1, 2, 32, 8, mode="forward_backward") == 3.5 * forward
+
+
+def test_projection_flops_count_four_d_by_d_matmuls():
+    # B=2, T=3, D=4: each projection is (6, 4) @ (4, 4) = 2 * 6 * 4 * 4 = 192 FLOPs; four of them.
+    assert projection_flops(2, 3, 4) == 4 * 192
+    assert projection_flops(2, 3, 4, mode="forward_backward") == 3 * 4 * 192
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True])
+def test_flop_count_rejects_a_size_that_is_not_a_positive_int(bad):
+    with pytest.raises(ValueError, match="seq_len"):
+        attention_flops(1, 1, bad, 8)
+
+
+def test_flop_count_rejects_an_unknown_mode():
+    with pytest.raises(ValueError, match="mode"):
+        attention_flops(1, 1, 8, 8, mode="sideways")
+
+
+def test_tflops_per_second_divides_and_refuses_zero_time():
+    assert tflops_per_second(3e12, 1.5) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="seconds"):
+        tflops_per_second(1.0, 0.0)
+
+
+# --- the peak table ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype", "peak"),
+    [
+        ("NVIDIA H200", "bfloat16", 989.0),
+        ("NVIDIA H100 80GB HBM3", "bfloat16", 989.0),
+        ("NVIDIA H100 PCIe", "float16", 756.0),
+        ("NVIDIA A100-SXM4-80GB", "bfloat16", 312.0),
+        ("NVIDIA A10", "bfloat16", 125.0),
+        ("NVIDIA GeForce RTX 4090", "torch.bfloat16", 165.2),
+        ("NVIDIA GeForce RTX 3090", "float16", 71.0),
+        ("NVIDIA L4", "bfloat16", 121.0),
+        ("Tesla T4", "float16", 65.0),
+        ("NVIDIA H200", "float32", 67.0),
+    ],
+)
+def test_peak_lookup_finds_the_gpu_by_the_name_torch_reports(name, dtype, peak):
+    assert peak_tflops(name, dtype) == peak
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [
+        ("CPU (x86_64)", "float32"),
+        ("Apple MPS", "float16"),
+        ("NVIDIA L40S", "bfloat16"),
+        ("Tesla T4", "bfloat16"),
+    ],
+)
+def test_peak_lookup_gives_none_rather_than_a_guess(name, dtype):
+    assert peak_tflops(name, dtype) is None
+
+
+# --- timing, memory, report --------------------------------------------------------------------
+
+
+def test_median_seconds_measures_a_known_delay():
+    seconds = median_seconds(lambda: time.sleep(0.002), CPU, min_run_time=0.05)
+    assert 0.0015 < seconds < 0.05
+
+
+def test_peak_memory_is_not_measured_on_the_cpu():
+    assert peak_memory_bytes(lambda: torch.ones(1000), CPU) is None
+
+
+def test_environment_report_names_device_versions_date_and_command():
+    report = environment_report(CPU, command="python -m helpers.bench")
+    assert report["device_type"] == "cpu" and report["torch"] == torch.__version__
+    assert report["date_utc"][:2] == "20" and report["command"] == "python -m helpers.bench"
+    assert {"device_name", "driver", "cuda"} <= report.keys()
+
+
+# --- the contenders compute the same layer -----------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_contenders_give_the_same_output(causal):
+    outputs = {}
+    for name in ("fused_explicit", "fused_sdpa", "sdpa_functional"):
+        torch.manual_seed(0)  # the same initial weights for each module
+        case = Case(
+            name,
+            "-" if name == "fused_explicit" else "default",
+            False,
+            "float32",
+            causal,
+            "forward",
+            2,
+            8,
+            16,
+            4,
+        )
+        outputs[name] = make_step(case, CPU)()
+    torch.testing.assert_close(outputs["fused_sdpa"], outputs["fused_explicit"])
+    torch.testing.assert_close(outputs["sdpa_functional"], outputs["fused_explicit"])
+
+
+def test_forward_backward_step_returns_a_gradient_for_input_and_every_parameter():
+    grads = make_step(
+        Case("fused_sdpa", "default", False, "float32", True, "forward_backward", 1, 8, 16, 2), CPU
+    )()
+    assert len(grads) == 1 + 4 and grads[0].shape == (1, 8, 16)
+
+
+# --- the sweep ---------------------------------------------------------------------------------
+
+TINY = dict(
+    dtypes=("float32",),
+    causal=(True,),
+    modes=("forward",),
+    seq_lens=(8, 16),
+    batch=1,
+    d_model=16,
+    heads=(2,),
+    min_run_time=0.005,
+)
+
+
+def test_missing_cuda_is_one_unavailable_row_not_a_crash():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    rows = run(BenchConfig(device="cuda", **TINY), progress=False)
+    assert [(r["contender"], r["status"]) for r in rows] == [("all", "unavailable")]
+    assert "cuda" in rows[0]["reason"]
+
+
+def test_a_backend_that_cannot_run_is_reported_and_the_others_still_run():
+    # On the CPU, sdpa_kernel(CUDNN_ATTENTION) leaves SDPA no kernel to run.
+    rows = run(
+        BenchConfig(contenders=("sdpa_direct",), backends=("cudnn", "math"), **TINY), progress=False
+    )
+    cudnn = [r for r in rows if r["backend"] == "cudnn"]
+    math = [r for r in rows if r["backend"] == "math"]
+    assert [r["status"] for r in cudnn] == ["unavailable"]  # one row: longer T not tried
+    assert "RuntimeError" in cudnn[0]["reason"]
+    assert [r["status"] for r in math] == ["ok", "ok"]
+
+
+def test_out_of_memory_is_recorded_and_stops_that_series(monkeypatch):
+    real = runner_module.make_step
+
+    def runs_out_at_16(case, device):
+        if case.seq_len >= 16:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+        return real(case, device)
+
+    monkeypatch.setattr(runner_module, "make_step", runs_out_at_16)
+    config = BenchConfig(contenders=("naive",), **{**TINY, "seq_lens": (8, 16, 32)})
+    rows = run(config, progress=False)
+    assert [(r["seq_len"], r["status"]) for r in rows] == [(8, "ok"), (16, "oom")]
+
+
+def test_rows_hold_the_flop_count_and_the_rate_it_implies():
+    rows = run(BenchConfig(contenders=("sdpa_direct", "fused_sdpa"), **TINY), progress=False)
+    for row in rows:
+        assert row["status"] == "ok"
+        assert row["attn_flops"] == attention_flops(1, 2, row["seq_len"], 8, causal=True)
+        assert row["tflops"] == pytest.approx(row["total_flops"] / (row["time_ms"] / 1e3) / 1e12)
+        assert row["peak_mem_mib"] is None and row["peak_fraction"] is None  # CPU: no peak
+    direct = [r for r in rows if r["contender"] == "sdpa_direct"]
+    assert all(r["total_flops"] == r["attn_flops"] for r in direct)
+
+
+def test_compiled_contender_runs_at_tiny_size():
+    rows = run(
+        BenchConfig(contenders=("sdpa_direct",), compiled=(True,), **{**TINY, "seq_lens": (8,)}),
+        progress=False,
+    )
+    assert [(r["compiled"], r["status"]) for r in rows] == [(True, "ok")], rows[0]["reason"]
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+def test_command_writes_csv_with_the_documented_columns_json_and_plots(tmp_path):
+    argv = [
+        "--preset",
+        "tiny",
+        "--device",
+        "cpu",
+        "--contenders",
+        "naive,fused_sdpa,sdpa_direct",
+        "--backends",
+        "default",
+        "--causal",
+        "yes",
+        "--out",
+        str(tmp_path),
+        "--run-name",
+        "tiny",
+        "--no-progress",
+    ]
+    assert main(argv) == 0
+    with (tmp_path / "tiny.csv").open() as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == COLUMNS
+    assert {r["contender"] for r in rows} == {"naive", "fused_sdpa", "sdpa_direct"}
+    assert {r["mode"] for r in rows} == {"forward", "forward_backward"}
+    assert all(r["status"] == "ok" and float(r["time_ms"]) > 0 for r in rows)
+    meta = json.loads((tmp_path / "tiny.json").read_text())
+    assert meta["device_type"] == "cpu" and meta["torch"] == torch.__version__
+    assert meta["command"].startswith("python -m helpers.bench --preset tiny")
+    assert meta["rows"] == {"ok": len(rows), "oom": 0, "unavailable": 0}
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "tiny_float32_forward_backward_causal_dk8.png",
+        "tiny_float32_forward_causal_dk8.png",
+    ]
+
+
+def test_command_names_an_unknown_dtype():
+    with pytest.raises(SystemExit, match="float8"):
+        main(["--dtypes", "float8", "--no-progress", "--out", "unused"])
+
+
+# --- plots and summaries on a hand-made table --------------------------------------------------
+
+
+def _table(device="NVIDIA H200", peak=989.0):
+    rows = []
+    for contender, ms in (("naive", 4.0), ("fused_sdpa", 1.0), ("sdpa_direct", 0.8)):
+        for seq_len, scale in ((1024, 1.0), (2048, 4.0)):
+            rows.append(
+                dict(
+                    device_name=device,
+                    device_type="cuda",
+                    contender=contender,
+                    backend="-" if contender == "naive" else "default",
+                    compiled=False,
+                    dtype="bfloat16",
+                    causal=False,
+                    mode="forward",
+                    batch=1,
+                    seq_len=seq_len,
+                    d_model=64,
+                    heads=1,
+                    d_k=64,
+                    status="ok",
+                    time_ms=ms * scale,
+                    peak_mem_mib=10.0 * scale,
+                    tflops=100.0 / ms,
+                    peak_tflops=peak,
+                    peak_fraction=None if peak is None else 100.0 / ms / peak,
+                )
+            )
+    rows.append({**rows[0], "seq_len": 4096, "status": "oom", "time_ms": None})
+    return pd.DataFrame(rows)
+
+
+def test_plot_draws_three_panels_and_the_device_peak(tmp_path):
+    path = tmp_path / "r.csv"
+    _table().to_csv(path, index=False)
+    fig = plot_results(path, dtype="bfloat16")
+    axes = fig.axes
+    assert len(axes) == 3 and "NVIDIA H200" in fig._suptitle.get_text()
+    labels = [line.get_label() for line in axes[2].get_lines()]
+    assert any("989" in label for label in labels)
+    plt.close(fig)
+
+
+def test_plot_says_memory_is_not_measured_when_the_column_is_empty():
+    table = _table(device="CPU (x86_64)", peak=None).assign(peak_mem_mib=None)
+    fig = plot_results(table, dtype="bfloat16")
+    assert "not measured" in " ".join(t.get_text() for t in fig.axes[1].texts)
+    plt.close(fig)
+
+
+def test_plot_names_the_selection_that_has_no_rows():
+    with pytest.raises(ValueError, match="float16"):
+        plot_results(_table(), dtype="float16")
+
+
+def test_speedup_is_taken_at_the_largest_length_both_measured():
+    result = speedup(_table(), dtype="bfloat16", mode="forward", causal=False)
+    assert result == {"seq_len": 2048, "fast_ms": 4.0, "slow_ms": 16.0, "speedup": 4.0}
+
+
+def test_best_peak_fraction_is_none_without_a_known_peak():
+    assert best_peak_fraction(_table(peak=None)) is None
+    best = best_peak_fraction(_table())
+    assert best["peak_fraction"] == pytest.approx(125.0 / 989.0)
