@@ -60,7 +60,7 @@ class AttentionOnlyModel(nn.Module):
     None)``.
     """
 
-    def __init__(self, vocab_size: int, length: int, d_model: int = 32, num_heads: int = 4):
+    def __init__(self, vocab_size: int, length: int, d_model: int = 32, num_heads: int = 2):
         super().__init__()
         self.length = length
         self.token_embedding = nn.Embedding(vocab_size, d_model)
@@ -82,7 +82,7 @@ class AttentionOnlyModel(nn.Module):
 
 
 def make_model(
-    task: ReverseTask, d_model: int = 32, num_heads: int = 4, seed: int = 0
+    task: ReverseTask, d_model: int = 32, num_heads: int = 2, seed: int = 0
 ) -> AttentionOnlyModel:
     """A freshly initialised :class:`AttentionOnlyModel` for ``task``, seeded."""
     torch.manual_seed(seed)
