@@ -1,0 +1,181 @@
+"""Exercises of notebook 02: scaled dot-product attention, softmax entropy, self-attention.
+
+The checks compare with plain-Python loops written here (``math.exp``, ``math.log``, one query
+and one key at a time), not with the vectorised helpers, so the learner's NumPy code is checked
+against an independent computation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from helpers.exercises import exercise
+
+
+def _sdpa_loop(q, k, v) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(q k^T / sqrt(d_k)) v for q ``(T_q, d_k)``, k ``(T_k, d_k)``, v ``(T_k, d_v)``."""
+    d_k = len(q[0])
+    outputs, all_weights = [], []
+    for query in q:
+        scores = [sum(a * b for a, b in zip(query, key, strict=True)) / math.sqrt(d_k) for key in k]
+        top = max(scores)
+        exps = [math.exp(s - top) for s in scores]
+        weights = [e / sum(exps) for e in exps]
+        outputs.append(
+            [sum(w * row[j] for w, row in zip(weights, v, strict=True)) for j in range(len(v[0]))]
+        )
+        all_weights.append(weights)
+    return np.array(outputs), np.array(all_weights)
+
+
+def _entropy_loop(row) -> float:
+    return -sum(p * math.log(p) for p in row if p > 0)
+
+
+def _random(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _shape_is(name, got, want, layout):
+    assert np.shape(got) == want, f"{name}: expected {layout} = {want}, got {np.shape(got)}"
+
+
+@exercise(
+    "scaled_attention",
+    notebook="02",
+    hint=(
+        "scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_k) with d_k = q.shape[-1] "
+        "(k.T would also swap the batch axes); weights = softmax(scores, axis=-1); "
+        "return weights @ v, weights."
+    ),
+)
+def _scaled_attention():
+    def returns_the_right_shapes(fn):
+        output, weights = fn(_random((2, 4), 1), _random((5, 4), 2), _random((5, 3), 3))
+        _shape_is("output", output, (2, 3), "(T_q, d_v)")
+        _shape_is("weights", weights, (2, 5), "(T_q, T_k)")
+
+    def divides_the_scores_by_sqrt_d_k(fn):
+        q, k, v = _random((3, 16), 4), _random((6, 16), 5), _random((6, 2), 6)
+        output, weights = fn(q, k, v)
+        want_output, want_weights = _sdpa_loop(q, k, v)
+        np.testing.assert_allclose(weights, want_weights, rtol=1e-10, err_msg="weights")
+        np.testing.assert_allclose(output, want_output, rtol=1e-10, err_msg="output")
+
+    def works_on_batches_of_heads(fn):
+        q, k, v = _random((2, 3, 4, 8), 7), _random((2, 3, 5, 8), 8), _random((2, 3, 5, 6), 9)
+        output, weights = fn(q, k, v)
+        _shape_is("output", output, (2, 3, 4, 6), "(B, h, T_q, d_v)")
+        _shape_is("weights", weights, (2, 3, 4, 5), "(B, h, T_q, T_k)")
+        for b, h in np.ndindex(2, 3):
+            want_output, want_weights = _sdpa_loop(q[b, h], k[b, h], v[b, h])
+            np.testing.assert_allclose(
+                weights[b, h], want_weights, rtol=1e-10, err_msg=f"weights[{b}, {h}]"
+            )
+            np.testing.assert_allclose(
+                output[b, h], want_output, rtol=1e-10, err_msg=f"output[{b}, {h}]"
+            )
+
+    def large_scores_stay_finite(fn):
+        q, k, v = 100 * _random((3, 4), 10), 100 * _random((4, 4), 11), _random((4, 2), 12)
+        with np.errstate(all="ignore"):
+            output, weights = fn(q, k, v)
+        assert np.all(np.isfinite(weights)), f"weights are not finite: {weights}"
+        np.testing.assert_allclose(output, _sdpa_loop(q, k, v)[0], rtol=1e-10)
+
+    return [
+        ("returns (T_q, d_v) and (T_q, T_k) when T_q != T_k", returns_the_right_shapes),
+        ("divides the scores by sqrt(d_k) before the softmax", divides_the_scores_by_sqrt_d_k),
+        ("works on (B, h, T, d_k) batches of heads", works_on_batches_of_heads),
+        ("scores in the hundreds stay finite", large_scores_stay_finite),
+    ]
+
+
+@exercise(
+    "softmax_entropy",
+    notebook="02",
+    hint=(
+        "-np.sum(p * np.log(p), axis=-1), but np.log(0) is -inf and 0 * -inf is nan: take the "
+        "log of np.where(p > 0, p, 1.0) instead, so zero weights add 0."
+    ),
+)
+def _softmax_entropy():
+    def uniform_rows_give_log_t_k(fn):
+        got = np.asarray(fn(np.full((3, 8), 1 / 8)))
+        _shape_is("entropy", got, (3,), "one number per row")
+        np.testing.assert_allclose(got, np.full(3, math.log(8)), rtol=1e-12)
+
+    def one_hot_rows_give_zero_not_nan(fn):
+        with np.errstate(all="ignore"):
+            got = np.asarray(fn(np.eye(4)))
+        assert np.all(np.isfinite(got)), f"got {got}; a weight of 0 must add 0, not nan"
+        np.testing.assert_allclose(got, np.zeros(4), atol=1e-12)
+
+    def matches_a_loop_on_a_batch(fn):
+        scores = _random((2, 3, 5), 13)
+        weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+        got = np.asarray(fn(weights))
+        _shape_is("entropy", got, (2, 3), "(...) without the last axis")
+        want = [[_entropy_loop(row) for row in matrix] for matrix in weights]
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+    return [
+        ("uniform rows over 8 keys give log(8)", uniform_rows_give_log_t_k),
+        ("rows with all weight on one key give 0, not nan", one_hot_rows_give_zero_not_nan),
+        ("matches -sum p log p on a (2, 3, 5) batch", matches_a_loop_on_a_batch),
+    ]
+
+
+@exercise(
+    "self_attention",
+    notebook="02",
+    hint=(
+        "Project first: q = x @ W_q, k = x @ W_k, v = x @ W_v; then scaled dot-product "
+        "attention of q, k, v (your scaled_attention, or the helpers' one)."
+    ),
+)
+def _self_attention():
+    def returns_the_right_shapes(fn):
+        x = _random((5, 4), 14)
+        output, weights = fn(x, _random((4, 3), 15), _random((4, 3), 16), _random((4, 2), 17))
+        _shape_is("output", output, (5, 2), "(T, d_v)")
+        _shape_is("weights", weights, (5, 5), "(T, T)")
+
+    def matches_projections_then_attention(fn):
+        x, w_q, w_k, w_v = (
+            _random((6, 4), 18),
+            _random((4, 8), 19),
+            _random((4, 8), 20),
+            _random((4, 3), 21),
+        )
+        output, weights = fn(x, w_q, w_k, w_v)
+        want_output, want_weights = _sdpa_loop(x @ w_q, x @ w_k, x @ w_v)
+        np.testing.assert_allclose(weights, want_weights, rtol=1e-10, err_msg="weights")
+        np.testing.assert_allclose(output, want_output, rtol=1e-10, err_msg="output")
+
+    def works_on_a_batch_of_sentences(fn):
+        x, w_q, w_k, w_v = (
+            _random((2, 5, 4), 22),
+            _random((4, 3), 23),
+            _random((4, 3), 24),
+            _random((4, 3), 25),
+        )
+        output, weights = fn(x, w_q, w_k, w_v)
+        _shape_is("output", output, (2, 5, 3), "(B, T, d_v)")
+        for b in range(2):
+            want_output, want_weights = _sdpa_loop(x[b] @ w_q, x[b] @ w_k, x[b] @ w_v)
+            np.testing.assert_allclose(
+                weights[b], want_weights, rtol=1e-10, err_msg=f"weights[{b}]"
+            )
+            np.testing.assert_allclose(output[b], want_output, rtol=1e-10, err_msg=f"output[{b}]")
+
+    return [
+        ("returns (T, d_v) and (T, T)", returns_the_right_shapes),
+        (
+            "equals projecting with W_q, W_k, W_v, then attending",
+            matches_projections_then_attention,
+        ),
+        ("works on a (B, T, D) batch of sentences", works_on_a_batch_of_sentences),
+    ]

@@ -1,0 +1,80 @@
+"""The explorer of notebook 02: how d_k and the division by sqrt(d_k) shape the softmax.
+
+Queries and keys are random with unit-variance entries, the way a freshly initialised model
+makes them. Their dot products have variance d_k, so without scaling the softmax of wide
+vectors is almost one-hot; dividing the scores by sqrt(d_k) brings the variance back to 1.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from helpers.numpy_attention import softmax
+from helpers.plots import attention_heatmap
+
+MAX_D_K = 256  # the widest queries and keys the explorer draws
+LENGTH = 8  # number of queries and of keys in the explorer
+
+
+def softmax_entropy(weights: np.ndarray) -> np.ndarray:
+    """Entropy ``-sum_j p_j log p_j`` in nats of each row of ``weights (..., T_k)`` -> ``(...)``.
+
+    0 for a row that puts all its weight on one key, ``log(T_k)`` for a uniform row. Zero
+    weights contribute 0 (the limit of p log p), never NaN.
+    """
+    weights = np.asarray(weights, dtype=float)
+    if weights.ndim < 1 or weights.shape[-1] == 0:
+        raise ValueError(f"weights must have shape (..., T_k) with T_k > 0, got {weights.shape}")
+    logs = np.log(np.where(weights > 0, weights, 1.0))  # log 1 = 0 where p = 0
+    return 0.0 - np.sum(weights * logs, axis=-1)  # 0.0 - 0.0 is 0.0, where -0.0 would print
+
+
+def _check_d_k(d_k: int) -> None:
+    if isinstance(d_k, bool) or not isinstance(d_k, int | np.integer):
+        raise TypeError(f"d_k must be an int, got {type(d_k).__name__} {d_k!r}")
+    if not 1 <= d_k <= MAX_D_K:
+        raise ValueError(f"d_k must be between 1 and {MAX_D_K}, got {d_k}")
+
+
+def random_queries_and_keys(d_k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Queries and keys ``(LENGTH, d_k)`` each, standard normal entries.
+
+    They are the first ``d_k`` columns of one fixed ``(LENGTH, MAX_D_K)`` draw, so a larger
+    ``d_k`` keeps the same numbers and adds columns: the picture changes smoothly.
+    """
+    _check_d_k(d_k)
+    draw = np.random.default_rng(seed).standard_normal((2, LENGTH, MAX_D_K))
+    return draw[0, :, :d_k], draw[1, :, :d_k]
+
+
+def scaling_weights(d_k: int, scaled: bool, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Scores and softmax weights ``(LENGTH, LENGTH)`` of random queries and keys of width d_k.
+
+    ``scaled`` divides the scores by sqrt(d_k) before the softmax.
+    """
+    if not isinstance(scaled, bool | np.bool_):
+        raise TypeError(f"scaled must be True or False, got {type(scaled).__name__} {scaled!r}")
+    q, k = random_queries_and_keys(d_k, seed)
+    scores = q @ k.T  # (LENGTH, LENGTH)
+    if scaled:
+        scores = scores / np.sqrt(d_k)
+    return scores, softmax(scores, axis=-1)
+
+
+def render_scaling(d_k: int, scaled: bool) -> tuple[Figure, str]:
+    """Heatmap of :func:`scaling_weights`, and the score spread and softmax entropy as text."""
+    scores, weights = scaling_weights(d_k, scaled)
+    how = "scores / sqrt(d_k)" if scaled else "scores not scaled"
+    fig, ax = plt.subplots(figsize=(5.4, 4.4))
+    attention_heatmap(weights, ax=ax, title=f"d_k = {d_k}, {how}")
+    entropy = softmax_entropy(weights)
+    text = (
+        f"d_k = {d_k}, {how}\n"
+        f"standard deviation of the scores: {scores.std():.2f}\n"
+        f"mean entropy of a row: {entropy.mean():.2f} nats "
+        f"(uniform over {LENGTH} keys: {np.log(LENGTH):.2f}, all on one key: 0.00)\n"
+        f"mean largest weight in a row: {weights.max(axis=-1).mean():.2f}"
+    )
+    return fig, text

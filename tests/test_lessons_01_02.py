@@ -1,0 +1,236 @@
+"""Notebooks 01 and 02: the scaling explorer, its helpers, and the exercise checkers."""
+
+from __future__ import annotations
+
+import math
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from helpers import exercises
+from helpers.numpy_attention import scaled_dot_product_attention, softmax
+from helpers.widgets import explore
+from helpers.widgets.scaling import (
+    LENGTH,
+    MAX_D_K,
+    random_queries_and_keys,
+    render_scaling,
+    scaling_weights,
+    softmax_entropy,
+)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+# --- softmax_entropy -------------------------------------------------------------------------
+
+
+def test_entropy_of_a_uniform_row_is_log_of_the_number_of_keys():
+    np.testing.assert_allclose(softmax_entropy(np.full((2, 5), 0.2)), [math.log(5)] * 2)
+
+
+def test_entropy_of_a_one_hot_row_is_exactly_zero_not_nan_or_negative_zero():
+    got = softmax_entropy(np.eye(3))
+    assert np.all(np.isfinite(got))
+    assert [str(x) for x in got] == ["0.0", "0.0", "0.0"]
+
+
+def test_entropy_matches_minus_sum_p_log_p_computed_one_weight_at_a_time(rng):
+    weights = softmax(rng.standard_normal((2, 3, 6)))
+    want = [[-sum(p * math.log(p) for p in row) for row in matrix] for matrix in weights]
+    np.testing.assert_allclose(softmax_entropy(weights), want, rtol=1e-12)
+
+
+def test_entropy_rejects_an_empty_row_naming_the_shape():
+    with pytest.raises(ValueError, match=r"\(3, 0\)"):
+        softmax_entropy(np.zeros((3, 0)))
+
+
+# --- random queries and keys, weights ---------------------------------------------------------
+
+
+def test_a_wider_d_k_keeps_the_same_numbers_and_adds_columns():
+    q4, k4 = random_queries_and_keys(4)
+    q9, k9 = random_queries_and_keys(9)
+    assert q4.shape == k4.shape == (LENGTH, 4) and q9.shape == (LENGTH, 9)
+    np.testing.assert_array_equal(q9[:, :4], q4)
+    np.testing.assert_array_equal(k9[:, :4], k4)
+
+
+@pytest.mark.parametrize("d_k", [0, MAX_D_K + 1, -3])
+def test_d_k_out_of_range_is_a_value_error_naming_d_k(d_k):
+    with pytest.raises(ValueError, match="d_k"):
+        random_queries_and_keys(d_k)
+
+
+@pytest.mark.parametrize("d_k", [2.5, True, "8"])
+def test_d_k_that_is_not_an_int_is_a_type_error_naming_d_k(d_k):
+    with pytest.raises(TypeError, match="d_k"):
+        random_queries_and_keys(d_k)
+
+
+def test_scaled_must_be_a_bool():
+    with pytest.raises(TypeError, match="scaled"):
+        scaling_weights(8, "yes")
+
+
+def test_scaled_weights_are_the_reference_attention_weights():
+    q, k = random_queries_and_keys(32)
+    _, weights = scaling_weights(32, scaled=True)
+    _, reference = scaled_dot_product_attention(q, k, np.zeros((LENGTH, 1)))
+    np.testing.assert_allclose(weights, reference, rtol=1e-12)
+
+
+def test_unscaled_scores_spread_like_sqrt_d_k_and_scaled_ones_do_not():
+    raw_wide = scaling_weights(MAX_D_K, scaled=False)[0].std()
+    scaled_wide = scaling_weights(MAX_D_K, scaled=True)[0].std()
+    assert raw_wide == pytest.approx(scaled_wide * math.sqrt(MAX_D_K))
+    assert 0.7 < scaled_wide < 1.4 < 10 < raw_wide
+
+
+def test_without_scaling_wide_vectors_collapse_the_softmax_and_scaling_prevents_it():
+    collapsed = softmax_entropy(scaling_weights(MAX_D_K, scaled=False)[1]).mean()
+    spread = softmax_entropy(scaling_weights(MAX_D_K, scaled=True)[1]).mean()
+    assert collapsed < 0.5 < 1.0 < spread < math.log(LENGTH)
+
+
+# --- render function and explorer ------------------------------------------------------------
+
+
+def test_render_returns_a_heatmap_and_a_caption_with_d_k_and_entropy():
+    fig, text = render_scaling(16, True)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "key" and ax.get_ylabel() == "query"
+    assert "d_k = 16" in ax.get_title() and "sqrt(d_k)" in ax.get_title()
+    entropy = softmax_entropy(scaling_weights(16, True)[1]).mean()
+    assert f"mean entropy of a row: {entropy:.2f} nats" in text
+    assert f"uniform over {LENGTH} keys: {math.log(LENGTH):.2f}" in text
+
+
+def test_render_says_when_the_scores_are_not_scaled():
+    fig, text = render_scaling(16, False)
+    assert "not scaled" in text and "not scaled" in fig.axes[0].get_title()
+
+
+def _scaling_explorer():
+    d_k = widgets.IntSlider(value=64, min=1, max=MAX_D_K, description="d_k")
+    scaled = widgets.Checkbox(value=False, description="divide by sqrt(d_k)")
+    return explore(render_scaling, d_k=d_k, scaled=scaled), d_k, scaled
+
+
+def test_explorer_redraws_when_the_d_k_slider_moves():
+    box, d_k, _ = _scaling_explorer()
+    image, caption = box.image.value, box.caption.value
+    assert image[:4] == b"\x89PNG" and "d_k = 64" in caption
+    d_k.value = 4
+    assert box.image.value != image and "d_k = 4," in box.caption.value
+
+
+def test_explorer_switches_the_scaling_and_the_printed_entropy_rises():
+    box, _, scaled = _scaling_explorer()
+    before = box.caption.value
+    scaled.value = True
+    after = box.caption.value
+    assert "not scaled" in before and "not scaled" not in after
+
+    def entropy_in(caption: str) -> float:
+        return float(caption.split("mean entropy of a row: ")[1].split(" ")[0])
+
+    assert entropy_in(after) > entropy_in(before) + 0.5
+
+
+# --- exercise checkers: they pass the right answer and reject typical mistakes ---------------
+
+
+def _verdict(name, fn, capsys):
+    """True when the checker passes ``fn``; the checker's printout is swallowed."""
+    exercises.check(name, fn)
+    capsys.readouterr()
+    return exercises.RESULTS[name] == "passed"
+
+
+def test_notebooks_01_and_02_register_their_exercises():
+    assert {e.name for e in exercises.for_notebook("01")} == {
+        "stable_softmax",
+        "attend_one_query",
+        "attend_all_queries",
+    }
+    assert {e.name for e in exercises.for_notebook("02")} == {
+        "scaled_attention",
+        "softmax_entropy",
+        "self_attention",
+    }
+
+
+def _naive_softmax(s):
+    return np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)
+
+
+def test_stable_softmax_checker_rejects_naive_and_wrong_axis_versions(capsys):
+    assert _verdict("stable_softmax", lambda s: softmax(s, axis=-1), capsys)
+    assert not _verdict("stable_softmax", _naive_softmax, capsys)
+    assert not _verdict("stable_softmax", lambda s: softmax(s, axis=0), capsys)
+
+
+def test_attend_one_query_checker_rejects_a_missing_softmax(capsys):
+    def right(q, k, v):
+        w = softmax(k @ q)
+        return w @ v, w
+
+    def no_softmax(q, k, v):
+        w = k @ q
+        return w @ v, w
+
+    assert _verdict("attend_one_query", right, capsys)
+    assert not _verdict("attend_one_query", no_softmax, capsys)
+
+
+def test_attend_all_queries_checker_rejects_a_softmax_over_queries(capsys):
+    def right(q, k, v):
+        w = softmax(q @ k.T, axis=-1)
+        return w @ v, w
+
+    def over_queries(q, k, v):
+        w = softmax(q @ k.T, axis=0)
+        return w @ v, w
+
+    assert _verdict("attend_all_queries", right, capsys)
+    assert not _verdict("attend_all_queries", over_queries, capsys)
+
+
+def test_scaled_attention_checker_rejects_unscaled_and_transpose_everything_versions(capsys):
+    def unscaled(q, k, v):
+        w = softmax(q @ np.swapaxes(k, -1, -2), axis=-1)
+        return w @ v, w
+
+    def with_dot_t(q, k, v):
+        w = softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=-1)
+        return w @ v, w
+
+    assert _verdict("scaled_attention", scaled_dot_product_attention, capsys)
+    assert not _verdict("scaled_attention", unscaled, capsys)
+    assert not _verdict("scaled_attention", with_dot_t, capsys)
+
+
+def test_softmax_entropy_checker_rejects_the_version_that_gives_nan(capsys):
+    assert _verdict("softmax_entropy", softmax_entropy, capsys)
+    assert not _verdict("softmax_entropy", lambda p: -np.sum(p * np.log(p), axis=-1), capsys)
+
+
+def test_self_attention_checker_rejects_values_that_skip_w_v(capsys):
+    def right(x, w_q, w_k, w_v):
+        return scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+
+    def skips_w_v(x, w_q, w_k, w_v):
+        return scaled_dot_product_attention(x @ w_q, x @ w_k, x)
+
+    assert _verdict("self_attention", right, capsys)
+    assert not _verdict("self_attention", skips_w_v, capsys)
