@@ -1,0 +1,89 @@
+"""The repository URL lives in helpers/course.py; notebooks, README and TEACHING.md agree with it.
+
+tests/test_notebook_hygiene.py checks each notebook's badge and setup cell; this file checks
+what the setup cell does in Colab, the README, the teacher guide, and ``make sync-notebooks``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import nbformat
+import pytest
+from colab_tools import colab_install_command, requirements_in
+from conftest import NOTEBOOKS, ROOT
+
+from helpers import course, sync
+from helpers.syllabus import lessons, read_lesson
+
+README = ROOT / "README.md"
+TEACHING = ROOT / "TEACHING.md"
+
+
+def test_ref_is_a_tag_or_a_commit_not_a_branch():
+    assert re.fullmatch(r"v\d+\.\d+\.\d+|[0-9a-f]{40}", course.REF), course.REF
+    assert (
+        course.REPO_URL.startswith("https://github.com/") and course.github_path().count("/") == 1
+    )
+
+
+def test_setup_cell_in_colab_installs_the_pinned_helpers_and_nothing_else():
+    command = colab_install_command()
+    assert command is not None and command[1:4] == ["-m", "pip", "install"], command
+    assert requirements_in(command) == [f"git+{course.REPO_URL}@{course.REF}"]
+
+
+def test_setup_cell_outside_colab_installs_nothing():
+    source = course.setup_cell_source().replace('"google.colab" in sys.modules', "False")
+    assert source != course.setup_cell_source(), "the setup cell no longer checks for Colab"
+    assert colab_install_command(source) is None
+
+
+def test_readme_badges_open_existing_notebooks_at_the_pinned_ref():
+    badges = sync.badges_in(README.read_text(encoding="utf-8"))
+    assert badges, "the README has no Open in Colab badge"
+    names = {path.name for path in NOTEBOOKS}
+    for badge, notebook in badges:
+        assert notebook in names, f"README badge opens {notebook}, which does not exist"
+        assert badge == course.colab_badge(notebook), f"README badge for {notebook} is out of date"
+
+
+def test_readme_syllabus_table_matches_the_notebooks():
+    text = README.read_text(encoding="utf-8")
+    assert sync.synced_readme(text, lessons()) == text, "run `make sync-notebooks`"
+    for path in NOTEBOOKS:
+        assert f"(notebooks/{path.name})" in text, f"README does not list {path.name}"
+
+
+def test_teaching_guide_has_a_section_per_notebook_with_its_title_and_time():
+    text = TEACHING.read_text(encoding="utf-8")
+    for path in NOTEBOOKS:
+        lesson = read_lesson(path)
+        heading = f"### {lesson.number} · {lesson.title} ({lesson.time})"
+        assert heading in text, f"TEACHING.md lacks the heading {heading!r}"
+
+
+def test_sync_rewrites_badge_and_setup_cell_and_keeps_outputs(tmp_path, monkeypatch):
+    if not NOTEBOOKS:
+        pytest.skip("no notebooks yet")
+    copy = tmp_path / NOTEBOOKS[0].name
+    shutil.copy(NOTEBOOKS[0], copy)
+    monkeypatch.setattr(course, "REPO_URL", "https://github.com/someone/fork")
+    monkeypatch.setattr(course, "REF", "0123456789abcdef0123456789abcdef01234567")
+
+    assert sync.sync_notebook(copy) is True
+    assert sync.sync_notebook(copy) is False, "a second sync changed the notebook again"
+    before, after = (nbformat.read(p, as_version=4) for p in (NOTEBOOKS[0], copy))
+    assert course.colab_badge(copy.name) in after.cells[0].source
+    assert "someone/fork/blob/0123456789abcdef" in after.cells[0].source
+    code = [c for c in after.cells if c.cell_type == "code"]
+    assert code[0].source == course.setup_cell_source()
+    assert "git+https://github.com/someone/fork@0123456789abcdef" in code[0].source
+    assert [c.get("outputs") for c in after.cells] == [c.get("outputs") for c in before.cells]
+    assert after.metadata == before.metadata
+
+
+def test_sync_check_finds_every_notebook_and_readme_in_line():
+    stale = sync.sync_all(write=False)
+    assert stale == [], f"out of date, run `make sync-notebooks`: {[p.name for p in stale]}"
