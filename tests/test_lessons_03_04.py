@@ -189,3 +189,10 @@ def test_exercise_checkers_accept_the_helpers_as_answers():
     assert _verdict("padding_mask_from_lengths", padding_mask) == "passed"
     assert _verdict("split_into_heads", split_heads) == "passed"
     assert _verdict("merge_heads", combine_heads) == "passed"
+
+
+def test_head_mosaic_names_the_expected_shape_for_a_single_map():
+    from helpers.plots import head_mosaic
+
+    with pytest.raises(ValueError, match=r"\(h, T_q, T_k\), got shape \(3, 3\)"):
+        head_mosaic(np.eye(3))
