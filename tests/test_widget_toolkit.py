@@ -9,10 +9,10 @@ from helpers.widgets import explore
 
 
 def _render(n: int):
-    fig, ax = plt.subplots()
-    ax.plot(range(n))
     if n > 8:
         raise ValueError(f"n={n} is too big")
+    fig, ax = plt.subplots()
+    ax.plot(range(n))
     return fig, f"n = {n}"
 
 
@@ -30,6 +30,7 @@ def test_explorer_shows_a_render_error_in_its_caption():
     box = explore(_render, n=slider)
     slider.value = 9
     assert "ValueError: n=9 is too big" in box.caption.value
+    assert box.image.value == b"", "the stale picture is cleared"
 
 
 def test_explorer_redraws_fast_enough_to_feel_live():

@@ -59,6 +59,7 @@ class Explorer(widgets.VBox):
         try:
             result = self.render(**self.values())
         except (ValueError, TypeError) as error:  # show the learner what went wrong
+            self.image.value = b""  # no stale picture under the error
             self.caption.value = caption_html(f"{type(error).__name__}: {error}")
             return
         fig, text = result if isinstance(result, tuple) else (result, "")
