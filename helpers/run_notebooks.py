@@ -24,6 +24,7 @@ def execute(path: Path, timeout: int = 300) -> float:
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
         store_widget_state=True,
+        record_timing=False,  # keep committed notebooks free of per-run timestamps
     )
     start = time.perf_counter()
     client.execute()

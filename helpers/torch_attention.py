@@ -89,7 +89,7 @@ def combine_heads(x: Tensor) -> Tensor:
 
 
 class _AttentionBase(nn.Module):
-    """Argument checks and the output projection shared by both modules."""
+    """Sizes and argument checks shared by both modules."""
 
     def __init__(self, d_model: int, num_heads: int, bias: bool) -> None:
         super().__init__()
@@ -97,7 +97,6 @@ class _AttentionBase(nn.Module):
         check.require_positive_int("num_heads", num_heads)
         check.require_divisible(d_model, num_heads)
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def _inputs(
         self, query: Tensor, key: Tensor | None, value: Tensor | None, mask: Tensor | None
@@ -128,6 +127,7 @@ class MultiHeadAttention(_AttentionBase):
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def forward(
         self,
@@ -174,6 +174,7 @@ class FusedMultiHeadAttention(_AttentionBase):
     def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:
         super().__init__(d_model, num_heads, bias)
         self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def project_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
         """Q, K, V in ``(B, h, T, d_k)``: one matmul for self-attention, three slices otherwise."""
