@@ -38,3 +38,8 @@ site: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site test-artifacts
+
+# `make bench BENCH_ARGS="--preset gpu --out benchmarks/results/h200"`: see benchmarks/README.md.
+.PHONY: bench
+bench: setup
+	$(PY) -m helpers.bench $(BENCH_ARGS)
