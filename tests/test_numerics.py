@@ -122,6 +122,23 @@ def test_sdpa_helper_gives_zero_output_to_a_query_with_no_keys(is_causal):
     torch.testing.assert_close(out, ta.attention(q, k, v, expected_mask)[0])
 
 
+def test_sdpa_helper_gives_zeros_even_where_torch_sdpa_gives_nan(monkeypatch):
+    """Older torch (before 2.5) returns NaN for a fully masked row; the helper must not."""
+    real_sdpa = F.scaled_dot_product_attention
+
+    def nan_for_empty_rows(q, k, v, attn_mask=None, **kwargs):
+        out = real_sdpa(q, k, v, attn_mask=attn_mask, **kwargs)
+        if attn_mask is None:
+            return out
+        return out.masked_fill(~attn_mask.any(dim=-1, keepdim=True), float("nan"))
+
+    monkeypatch.setattr(ta.F, "scaled_dot_product_attention", nan_for_empty_rows)
+    q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
+    assert torch.isnan(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)).any()
+    out = ta.sdpa(q, k, v, mask)
+    assert torch.isfinite(out).all() and (out[EMPTY] == 0).all()
+
+
 @pytest.mark.parametrize("need_weights", [False, True], ids=["sdpa", "explicit"])
 @pytest.mark.parametrize("module_class", [ta.MultiHeadAttention, ta.FusedMultiHeadAttention])
 def test_module_output_for_a_query_with_no_keys_is_finite_and_zero_without_bias(
