@@ -54,6 +54,8 @@ def plot_results(
         data = rows.dropna(subset=[column])
         if data.empty:
             ax.text(0.5, 0.5, "not measured on this device", ha="center", transform=ax.transAxes)
+            ax.set_xticks([])
+            ax.set_yticks([])
         else:
             sns.lineplot(
                 data,
@@ -81,7 +83,8 @@ def plot_results(
     axes[2].set_ylabel("TFLOP/s (counted FLOPs / time)")
     axes[2].legend(fontsize=8, loc="best")
     for ax in axes:
-        ax.set_xscale("log", base=2)
+        if ax.lines:
+            ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length T")
     device = ", ".join(sorted(rows["device_name"].astype(str).unique()))
     fig.suptitle(f"{device} · {dtype} · {mode} · {'causal' if causal else 'no mask'} · d_k={d_k}")
