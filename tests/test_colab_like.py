@@ -1,0 +1,175 @@
+"""Every notebook runs in an environment like Colab's, with the helpers installed as Colab does.
+
+The environment is a fresh virtualenv with what Colab ships and the course relies on: ipywidgets
+7.7.1, the classic notebook 6.5 (and no JupyterLab), torch (CPU), NumPy, matplotlib, seaborn and
+tqdm. It is built once and cached under ``build/`` keyed on that list. Then the setup cell's own
+``pip install`` command is run with its repository URL swapped for a local git URL of a commit
+that holds the working tree, so the helpers come from git exactly as in Colab, and every notebook
+is executed there with nbclient from a folder that has no ``helpers/`` next to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from colab_tools import colab_install_command
+from conftest import NOTEBOOKS, ROOT
+
+from helpers.course import REF, REPO_URL
+
+COLAB_PINS = {"ipywidgets": "7.7.1", "notebook": "6.5.7"}
+FROM_REQUIREMENTS = ["numpy", "pandas", "matplotlib", "seaborn", "tqdm"]
+KERNEL = ["ipykernel>=6,<7", "nbclient", "nbformat"]  # notebook 6.5 needs jupyter_client < 8
+PACKAGE = "attention-head-by-head"
+NOTEBOOK_TIMEOUT_S = 120
+
+pytestmark = pytest.mark.skipif(not NOTEBOOKS, reason="no notebooks yet")
+
+
+def pinned_requirements() -> list[str]:
+    """What the Colab-like environment holds before the setup cell runs (markers kept)."""
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    pins = [line.strip() for line in lines if requirement_name(line) in FROM_REQUIREMENTS]
+    torch = [line.strip() for line in lines if requirement_name(line) == "torch"]
+    assert len(torch) == 1 and "==" in torch[0], "requirements.txt must pin torch once"
+    cpu = "+cpu" if platform.system() == "Linux" else ""  # no CUDA wheels
+    colab = [f"{name}=={version}" for name, version in COLAB_PINS.items()]
+    return sorted(pins) + colab + [torch[0].split(";")[0] + cpu, *KERNEL]
+
+
+def requirement_name(line: str) -> str:
+    return re.split(r"[=<>!~;\s\[]", line.strip(), maxsplit=1)[0].lower()
+
+
+def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        pytest.fail(
+            f"{' '.join(command[:6])} … failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        )
+    return result
+
+
+def freeze(python: Path) -> set[str]:
+    lines = run([str(python), "-m", "pip", "list", "--format=freeze"]).stdout.splitlines()
+    return {line.split("==")[0].lower() for line in lines}
+
+
+@pytest.fixture(scope="module")
+def colab_python() -> Path:
+    """The python of the cached Colab-like virtualenv (built on first use)."""
+    requirements = pinned_requirements()
+    key = hashlib.sha256(json.dumps([sys.version, requirements]).encode()).hexdigest()[:12]
+    venv = ROOT / "build" / f"colab-like-{key}"
+    python = venv / "bin" / "python"
+    if not (venv / ".ready").exists():
+        building = venv.with_name(f"{venv.name}.building-{os.getpid()}")
+        shutil.rmtree(building, ignore_errors=True)
+        try:
+            run([sys.executable, "-m", "venv", str(building)])
+            pip = [str(building / "bin" / "python"), "-m", "pip", "install", "-q"]
+            run([*pip, *requirements], timeout=900)
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+        (building / ".ready").write_text("\n".join(requirements))
+        shutil.rmtree(venv, ignore_errors=True)
+        building.rename(venv)  # the venv's scripts use sys.executable paths; keep python -m
+    return python
+
+
+@pytest.fixture(scope="module")
+def working_tree_commit(tmp_path_factory) -> tuple[str, str]:
+    """A temporary clone of HEAD plus the working tree's package and notebooks, committed."""
+    clone = tmp_path_factory.mktemp("colab") / "repo"
+    run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)])
+    for name in ("helpers", "notebooks"):
+        shutil.rmtree(clone / name, ignore_errors=True)
+        shutil.copytree(ROOT / name, clone / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, clone / name)
+    git = ["git", "-C", str(clone), "-c", "user.name=test", "-c", "user.email=test@invalid"]
+    run([*git, "add", "-A", "helpers", "notebooks", "pyproject.toml", "README.md"])
+    run([*git, "commit", "-q", "--allow-empty", "-m", "working tree"])
+    commit = run([*git, "rev-parse", "HEAD"]).stdout.strip()
+    return f"file://{clone}", commit
+
+
+@pytest.fixture(scope="module")
+def installed(colab_python, working_tree_commit) -> Path:
+    """Run the setup cell's pip command, pointed at the local commit, in the Colab-like env."""
+    url, commit = working_tree_commit
+    command = colab_install_command()
+    assert command is not None, "the setup cell installs nothing in Colab"
+    run([str(colab_python), "-m", "pip", "uninstall", "-q", "-y", PACKAGE])
+    before = freeze(colab_python)
+    ours = f"git+{REPO_URL}@{REF}"
+    local = [f"git+{url}@{commit}" if part == ours else part for part in command]
+    assert local != command, f"the setup cell does not install {ours}"
+    run([str(colab_python), *local[1:]], timeout=300)
+    added = freeze(colab_python) - before
+    assert added == {PACKAGE}, f"the setup cell installed more than the helpers: {sorted(added)}"
+    return colab_python
+
+
+DRIVER = textwrap.dedent(
+    """
+    import json, sys
+    import helpers, ipywidgets, nbformat
+    from nbclient import NotebookClient
+    path, workdir, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import helpers, ipywidgets, sys\\n"
+        "print(helpers.__file__); print(ipywidgets.__version__); print(sys.executable)"))
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": workdir}})
+    try:
+        client.execute()
+    except Exception as error:  # report which cell failed and why
+        print(json.dumps({"error": f"{type(error).__name__}: {error}"[-4000:]}))
+        sys.exit(0)
+    where = nb.cells[-1].outputs[0]["text"].split()
+    print(json.dumps({"helpers": where[0], "ipywidgets": where[1], "python": where[2]}))
+    """
+)
+
+
+def test_colab_like_environment_has_ipywidgets_7_and_no_jupyterlab(colab_python):
+    packages = freeze(colab_python)
+    assert "jupyterlab" not in packages
+    assert not any(name.startswith("nvidia-") for name in packages), "CUDA wheels came along"
+    version = run([str(colab_python), "-c", "import ipywidgets; print(ipywidgets.__version__)"])
+    assert version.stdout.strip() == COLAB_PINS["ipywidgets"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_in_a_colab_like_environment(installed, path, tmp_path):
+    workdir = tmp_path / "notebooks"  # nothing named helpers/ next to the notebook
+    shutil.copytree(ROOT / "notebooks", workdir, ignore=shutil.ignore_patterns("*.ipynb"))
+    env = {**os.environ, "COURSE_DEVICE": "cpu", "PYTHONNOUSERSITE": "1"}
+    env.pop("PYTHONPATH", None)
+    env["JUPYTER_DATA_DIR"] = str(tmp_path / "jupyter-data")  # no user kernelspecs
+    result = run(
+        [str(installed), "-c", DRIVER, str(path), str(workdir), str(NOTEBOOK_TIMEOUT_S)],
+        cwd=workdir,
+        env=env,
+        timeout=NOTEBOOK_TIMEOUT_S * 3,
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "error" not in report, (
+        f"{path.name} failed in the Colab-like env:\n{report.get('error')}"
+    )
+    assert report["ipywidgets"] == COLAB_PINS["ipywidgets"]
+    assert Path(report["python"]).parent.parent.name.startswith("colab-like-")
+    assert "site-packages" in report["helpers"], f"helpers came from {report['helpers']}"
