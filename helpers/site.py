@@ -3,15 +3,17 @@
 ``python -m helpers.site site`` (what ``make site`` runs) converts the committed notebooks as
 they are, without running them. Pages load nothing from the network: no require.js and no
 widget manager, because every widget output is replaced by a static HTML view built from the
-widget state that ``helpers.run_notebooks`` saves (the explorer's picture is in that state).
-Only MathJax is fetched from its CDN, and only by pages that contain TeX; offline, the TeX
-source shows instead. The Colab badge image also comes from colab.research.google.com.
+widget state that ``helpers.run_notebooks`` saves (the explorer's picture is in that state),
+and TeX in the markdown is drawn by matplotlib's mathtext into inline SVG pictures. Only TeX
+that mathtext cannot draw makes a page load MathJax from its CDN (offline, its source shows).
+The one remote picture is the Colab badge (offline, its alt text "Open In Colab" shows).
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import io
 import re
 import shutil
 import sys
@@ -31,6 +33,10 @@ PAGE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_mathjax -%}
 {%- if resources.course_has_tex -%}{{ super() }}{%- endif -%}
 {%- endblock html_head_js_mathjax -%}
+{%- block extra_css -%}
+<style>.course-widget pre { font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
+.course-control { margin-right: 1em; }</style>
+{%- endblock extra_css -%}
 """
 
 
@@ -88,7 +94,7 @@ def widget_html(states: dict, model_id: str) -> str:
         if not data:
             return ""
         encoded = base64.b64encode(data).decode("ascii")
-        return f"<img class='course-widget-image' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
+        return f"<img class='course-widget-image' style='width:auto;height:auto;max-width:100%' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
     if kind == "HTMLModel":
         return f"<div>{state.get('value', '')}</div>"
     if kind == "LabelModel":
@@ -117,6 +123,42 @@ def staticize_widgets(nb: nbformat.NotebookNode) -> int:
     return replaced
 
 
+# --- TeX as pictures, so pages need no MathJax --------------------------------------------
+
+CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.DOTALL)
+MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.DOTALL)
+
+
+def tex_image(tex: str, display: bool) -> str | None:
+    """``tex`` drawn by matplotlib's mathtext as an inline SVG <img>; None if it cannot."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.mathtext import math_to_image
+
+    buffer = io.BytesIO()
+    mathtext = "$" + tex.replace(r"\text{", r"\mathrm{") + "$"  # mathtext has no \text
+    size = 15 if display else 13
+    try:
+        math_to_image(mathtext, buffer, format="svg", prop=FontProperties(size=size))
+    except (ValueError, RuntimeError):
+        return None
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+    style = "display:block;margin:0.6em auto" if display else "vertical-align:middle"
+    alt = html.escape(tex, quote=True)
+    return f'<img class="course-tex" alt="{alt}" style="{style}" src="data:image/svg+xml;base64,{encoded}">'
+
+
+def render_tex(markdown: str) -> str:
+    """Replace ``$...$`` and ``$$...$$`` outside code by pictures; keep what will not draw."""
+
+    def one(match: re.Match) -> str:
+        display = match.group(1) is not None
+        image = tex_image((match.group(1) or match.group(2)).strip(), display)
+        return image if image is not None else match.group(0)
+
+    parts = CODE.split(markdown)  # odd parts are code, left alone
+    return "".join(part if i % 2 else MATH.sub(one, part) for i, part in enumerate(parts))
+
+
 # --- pages -------------------------------------------------------------------------------
 
 
@@ -136,6 +178,9 @@ def notebook_page(path: Path) -> str:
     """The HTML page of one committed notebook, widgets as static views, links to pages."""
     nb = nbformat.read(path, as_version=4)
     staticize_widgets(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = render_tex(cell.source)
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     resources = {
         "metadata": {"name": path.stem, "path": str(path.parent)},

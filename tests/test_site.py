@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from conftest import NOTEBOOKS
 
-from helpers.site import WIDGET_STATE, WIDGET_VIEW, build, widget_html
+from helpers.site import CODE, MATH, WIDGET_STATE, WIDGET_VIEW, build, render_tex, widget_html
 from helpers.syllabus import read_lesson
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -131,3 +131,24 @@ def test_links_between_lessons_point_to_pages_that_exist(site, path):
         assert not target.endswith(".ipynb"), f"{path.stem}.html links to a notebook: {href}"
         if target.endswith(".html"):
             assert (site / target).is_file(), f"{path.stem}.html links to a missing {href}"
+
+
+def test_tex_becomes_a_picture_and_code_keeps_its_dollars():
+    rendered = render_tex("weights $\\text{softmax}(s)$ and `echo $HOME$` stay")
+    assert rendered.count('class="course-tex"') == 1 and "`echo $HOME$`" in rendered
+    assert render_tex("$\\nosuchcommand{$") == "$\\nosuchcommand{$", "undrawable TeX must stay"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_formula_is_drawn_so_pages_need_no_mathjax(site, path):
+    nb = nbformat.read(path, as_version=4)
+    formulas = sum(
+        len(MATH.findall(part))
+        for cell in nb.cells
+        if cell.cell_type == "markdown"
+        for i, part in enumerate(CODE.split(cell.source))
+        if i % 2 == 0
+    )
+    html = (site / f"{path.stem}.html").read_text(encoding="utf-8")
+    assert html.count('class="course-tex"') == formulas
+    assert "mathjax" not in html.lower(), "a formula was left for MathJax (online only)"
