@@ -60,7 +60,7 @@ def test_teaching_guide_has_a_section_per_notebook_with_its_title_and_time():
     text = TEACHING.read_text(encoding="utf-8")
     for path in NOTEBOOKS:
         lesson = read_lesson(path)
-        heading = f"### {lesson.number} · {lesson.title} ({lesson.time})"
+        heading = f"### {lesson.number} · {lesson.title} (about {lesson.minutes} minutes)"
         assert heading in text, f"TEACHING.md lacks the heading {heading!r}"
 
 
