@@ -278,9 +278,13 @@ def test_notebook_runs_in_jupyterlab_and_its_explorer_responds(lab, browser, pat
         assert all(any(ch.isdigit() for ch in p) for p in numbers), f"cells not run: {numbers}"
 
         try:  # widget views render a moment after their cell has finished
-            page.wait_for_selector(f"{CURRENT} {EXPLORER}", timeout=30_000)
+            page.wait_for_selector(f"{CURRENT} {EXPLORER}", timeout=20_000)
         except PlaywrightTimeout:
-            pytest.fail(f"{path.name} shows no explorer (a widget with controls and a picture)")
+            found = page.locator(f"{CURRENT} .jp-OutputArea-output .jupyter-widgets").count()
+            pytest.fail(
+                f"{path.name} shows no explorer (controls above a picture, made with "
+                f"helpers.widgets.explore); it shows {found} other widget views"
+            )
         explorer = page.locator(CURRENT).locator(EXPLORER).first
         explorer.scroll_into_view_if_needed()
         assert image_source(explorer), "the explorer shows no picture"
