@@ -6,7 +6,9 @@ import contextlib
 import io
 import json
 import os
+import re
 
+import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import pytest
 import torch
@@ -16,6 +18,7 @@ from notebook_tools import code_cells, read
 from helpers import exercises
 from helpers.bench import BenchConfig, committed_results, run
 from helpers.bench.results import CsvWriter
+from helpers.widgets import explore, kernel_memory
 
 NOTEBOOK = ROOT / "notebooks" / "07_fused_kernels_on_the_gpu.ipynb"
 
@@ -113,3 +116,69 @@ def test_results_cell_plots_a_committed_run_labelled_with_its_device(tmp_path):
     titles = [plt.figure(n)._suptitle.get_text() for n in plt.get_fignums()]
     assert len(titles) == 2 and all(rows[0]["device_name"] in t and "bfloat16" in t for t in titles)
     plt.close("all")
+
+
+def test_weights_memory_matches_the_exercise_formula_and_ignores_d_k():
+    # 4 sequences, 16 heads, T = 4096, bfloat16: 4 * 16 * 4096**2 * 2 bytes = 2 GiB
+    assert kernel_memory.weights_bytes(4096, "bfloat16") == 2 * 2**30
+    assert kernel_memory.weights_bytes(4096, "float32") == 2 * kernel_memory.weights_bytes(
+        4096, "float16"
+    )
+    small, wide = (kernel_memory.sdpa_bytes(4096, d_k, "bfloat16") for d_k in (32, 128))
+    assert wide > 3 * small  # SDPA's tensors grow with d_k, the weights do not
+
+
+def test_sdpa_memory_grows_linearly_and_the_weights_quadratically():
+    ratio = lambda f: f(8192) / f(4096)  # noqa: E731
+    assert ratio(lambda t: kernel_memory.weights_bytes(t, "float16")) == 4
+    assert ratio(lambda t: kernel_memory.sdpa_bytes(t, 64, "float16")) == 2
+
+
+def test_longest_fitting_is_the_last_length_that_fits():
+    def need(t):
+        return 3 * t * t
+
+    best = kernel_memory.longest_fitting(need, memory=1e6)
+    assert need(best) <= 1e6 < need(best + 1)
+
+
+def test_kernel_memory_text_gives_flops_peak_time_and_what_fits():
+    fig, text = kernel_memory.render_kernel_memory(12, 64, "bfloat16", "H200 (141 GB)")
+    assert "T = 4096, d_k = 64, bfloat16" in text
+    assert "0.275 TFLOP: at least 0.278 ms at the 989 TFLOP/s dense peak" in text
+    assert "explicit weights (B, h, T, T):" in text and "2.000 GiB" in text
+    assert "the weights alone fit up to T = 33,189" in text
+    assert fig.axes[0].get_title().endswith("T = 4,096")
+    _, text = kernel_memory.render_kernel_memory(12, 64, "bfloat16", "T4 (16 GB)")
+    assert "no bfloat16 peak listed for this GPU" in text  # a T4 has no bf16 tensor cores
+    plt.close("all")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((20, 64, "bfloat16", "H200 (141 GB)"), "log2_t must lie in 9..17, got 20"),
+        ((12, 0, "bfloat16", "H200 (141 GB)"), "d_k must be a positive int, got 0"),
+        ((12, 64, "int8", "H200 (141 GB)"), "dtype must be one of"),
+        ((12, 64, "bfloat16", "laptop"), "device must be one of"),
+    ],
+)
+def test_kernel_memory_names_the_bad_argument(args, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        kernel_memory.render_kernel_memory(*args)
+
+
+def test_kernel_memory_explorer_redraws_when_driven_headless():
+    log2_t = widgets.IntSlider(value=12, min=9, max=17)
+    d_k = widgets.Dropdown(options=[32, 64, 128], value=64)
+    dtype = widgets.ToggleButtons(options=kernel_memory.DTYPES, value="bfloat16")
+    device = widgets.Dropdown(options=list(kernel_memory.DEVICES), value="H200 (141 GB)")
+    box = explore(
+        kernel_memory.render_kernel_memory, log2_t=log2_t, d_k=d_k, dtype=dtype, device=device
+    )
+    first_image, first_caption = box.image.value, box.caption.value
+    log2_t.value = 15
+    assert box.image.value != first_image and "T = 32768" in box.caption.value
+    dtype.value = "float32"
+    assert "float32" in box.caption.value and box.caption.value != first_caption
+    assert box.last_render_seconds < 2.0
