@@ -1,4 +1,4 @@
-"""Heatmaps of attention weights (seaborn), one head or a grid of heads."""
+"""Heatmaps of attention weights (seaborn): one head, or a grid of heads."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from matplotlib.figure import Figure
 
 CMAP = "viridis"  # sequential and colorblind-safe
 ANNOTATE_UP_TO = 10  # write the values in the cells when the map is at most this big
+ANNOTATE_CELLS_UP_TO = 50  # a head grid writes its values up to this many cells in all
+GRID_MAX_WIDTH = 10.0  # inches of heatmap in a head grid; cells shrink to fit
+GRID_LABELS_UP_TO = 30  # a head grid labels every tile up to this many token labels
 
 
 def _labels(tokens: Sequence[str] | None, n: int) -> list[str]:
@@ -58,72 +61,108 @@ def attention_heatmap(
     return ax
 
 
+def _tile_canvas(weights: np.ndarray, cols: int, row_gap: int) -> tuple[np.ndarray, list]:
+    """Heads ``(h, T_q, T_k)`` as tiles of one array, ``cols`` per row, NaN in the gaps.
+
+    Returns the array and each tile's (top row, left column). Tiles are one column apart and
+    ``row_gap`` rows apart (room for the head names).
+    """
+    heads, t_q, t_k = weights.shape
+    rows = -(-heads // cols)
+    origins = [
+        (r * (t_q + row_gap), c * (t_k + 1)) for r, c in (divmod(i, cols) for i in range(heads))
+    ]
+    canvas = np.full((rows * (t_q + row_gap) - row_gap, cols * (t_k + 1) - 1), np.nan)
+    for (top, left), tile in zip(origins, weights, strict=True):
+        canvas[top : top + t_q, left : left + t_k] = tile
+    return canvas, origins
+
+
+def _grid_figure(shape: tuple[int, int], cell: float) -> tuple[Figure, Axes, Axes]:
+    """A figure whose heatmap axes hold ``shape`` square cells of ``cell`` inches, and a colour
+    bar axes beside it. Generous margins: the saved PNG is cropped to what is drawn."""
+    width, height = cell * shape[1], cell * shape[0]
+    left, bottom, top, gap, bar = 1.0, 1.0, 0.8, 0.15, 0.15  # inches
+    fig = plt.figure(figsize=(left + width + gap + bar + 0.6, bottom + height + top))
+    fig_w, fig_h = fig.get_size_inches()
+    ax = fig.add_axes((left / fig_w, bottom / fig_h, width / fig_w, height / fig_h))
+    cax = fig.add_axes(((left + width + gap) / fig_w, bottom / fig_h, bar / fig_w, height / fig_h))
+    return fig, ax, cax
+
+
+def _check_tokens(weights: np.ndarray, query_tokens, key_tokens) -> None:
+    if weights.ndim != 3:
+        raise ValueError(f"weights must have shape (h, T_q, T_k), got shape {weights.shape}")
+    for name, tokens, n in (
+        ("query_tokens", query_tokens, weights.shape[1]),
+        ("key_tokens", key_tokens, weights.shape[2]),
+    ):
+        if tokens is not None and len(tokens) != n:
+            raise ValueError(
+                f"{name} has {len(tokens)} labels for weights of shape {weights.shape}"
+            )
+
+
 def head_grid(
     weights,
     query_tokens: Sequence[str] | None = None,
     key_tokens: Sequence[str] | None = None,
     columns: int = 4,
     title: str | None = None,
+    annotate: bool | None = None,
 ) -> Figure:
-    """One heatmap per head from weights ``(h, T_q, T_k)``, laid out in a grid."""
-    weights = np.asarray(weights, dtype=float)
-    if weights.ndim != 3:
-        raise ValueError(f"weights must have shape (h, T_q, T_k), got shape {weights.shape}")
-    heads = weights.shape[0]
-    cols = min(columns, heads)
-    rows = -(-heads // cols)
-    cell = 0.4 * max(weights.shape[1:]) + 1.2
-    fig, axes = plt.subplots(rows, cols, figsize=(cell * cols, cell * rows), squeeze=False)
-    for i, ax in enumerate(axes.flat):
-        if i < heads:
-            attention_heatmap(
-                weights[i], query_tokens, key_tokens, ax=ax, title=f"head {i}", colorbar=False
-            )
-        else:
-            ax.axis("off")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    """One heatmap tile per head from weights ``(h, T_q, T_k)``, ``columns`` tiles per row.
 
-
-def head_mosaic(
-    weights,
-    tokens: Sequence[str] | None = None,
-    columns: int = 4,
-    title: str | None = None,
-) -> Figure:
-    """All heads ``(h, T_q, T_k)`` as tiles of one image: the fast grid for live explorers.
-
-    :func:`head_grid` draws one seaborn heatmap per head, which costs about a second for eight
-    heads on a small CPU; one ``imshow`` of the tiles redraws in a fraction of that. Same
-    colormap and fixed 0..1 range; ``tokens`` label the keys and queries of the first tile.
+    All heads are one seaborn heatmap with blank gaps between the tiles: one shared colour bar
+    (fixed 0..1), and a redraw fast enough for a live explorer (8 heads of 12 tokens in about
+    0.1 s). Key tokens label every column of tiles and query tokens every row of tiles, or only
+    the first tile when that would be more than ``GRID_LABELS_UP_TO`` labels. The values are
+    written in the cells when there are at most ``ANNOTATE_CELLS_UP_TO`` of them, unless
+    ``annotate`` says otherwise.
     """
     weights = np.asarray(weights, dtype=float)
-    if weights.ndim != 3:
-        raise ValueError(f"weights must have shape (h, T_q, T_k), got shape {weights.shape}")
-    heads, t_q, t_k = weights.shape
-    cols = min(columns, heads)
-    rows = -(-heads // cols)
-    canvas = np.full((rows * (t_q + 1) - 1, cols * (t_k + 1) - 1), np.nan)  # NaN gaps: blank
-    for i in range(heads):
-        r, c = divmod(i, cols)
-        canvas[r * (t_q + 1) : r * (t_q + 1) + t_q, c * (t_k + 1) : c * (t_k + 1) + t_k] = weights[
-            i
-        ]
-    size = (0.32 * canvas.shape[1] + 1.6, 0.32 * canvas.shape[0] + 0.9)
-    fig, ax = plt.subplots(figsize=size)
-    image = ax.imshow(canvas, vmin=0.0, vmax=1.0, cmap=CMAP)
-    for i in range(heads):
-        r, c = divmod(i, cols)
-        ax.text(c * (t_k + 1) + (t_k - 1) / 2, r * (t_q + 1) - 0.8, f"head {i}", ha="center")
-    ax.set_xticks(range(t_k), _labels(tokens, t_k), rotation=90, fontsize=7)  # first tile only
-    ax.set_yticks(range(t_q), _labels(tokens, t_q), fontsize=7)
+    _check_tokens(weights, query_tokens, key_tokens)
+    _, t_q, t_k = weights.shape
+    annotate = weights.size <= ANNOTATE_CELLS_UP_TO if annotate is None else annotate
+    cols = min(columns, len(weights))
+    cell = 0.42 if annotate else min(0.3, GRID_MAX_WIDTH / (cols * (t_k + 1) - 1))  # inches
+    row_gap = max(1, int(np.ceil(0.3 / cell)))  # at least 0.3 inch for the head names
+    canvas, origins = _tile_canvas(weights, cols, row_gap)
+    fig, ax, cax = _grid_figure(canvas.shape, cell)
+    sns.heatmap(
+        canvas,
+        ax=ax,
+        cbar_ax=cax,
+        vmin=0.0,
+        vmax=1.0,
+        cmap=CMAP,
+        annot=annotate,
+        fmt=".2f",
+        annot_kws={"fontsize": 9},
+        xticklabels=False,  # labels are set below: seaborn draws the figure once, faster bare
+        yticklabels=False,
+    )
+    keys, queries = _labels(key_tokens, t_k), _labels(query_tokens, t_q)
+    fontsize = 10 if cell >= 0.28 else 9
+    upright = max(map(len, keys)) * 0.6 * fontsize <= 72 * cell  # points: labels fit across
+    lefts, tops = sorted({c for _, c in origins}), sorted({r for r, _ in origins})
+    if len(lefts) * t_k + len(tops) * t_q > GRID_LABELS_UP_TO:  # every tick costs drawing time
+        lefts, tops = lefts[:1], tops[:1]  # the same tokens label the first tile only
+    ax.set_xticks([c + j + 0.5 for c in lefts for j in range(t_k)], keys * len(lefts))
+    ax.set_yticks([r + j + 0.5 for r in tops for j in range(t_q)], queries * len(tops))
+    ax.tick_params(axis="x", length=0, labelsize=fontsize, labelrotation=0 if upright else 90)
+    ax.tick_params(axis="y", length=0, labelsize=fontsize, labelrotation=0)
+    for i, (top, left) in enumerate(origins):
+        ax.annotate(
+            f"head {i}",
+            (left + t_k / 2, top),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+        )
     ax.set_xlabel("key")
     ax.set_ylabel("query")
-    for side in ax.spines.values():
-        side.set_visible(False)
-    fig.colorbar(image, ax=ax, fraction=0.03)
     if title:
-        ax.set_title(title, pad=18)
+        ax.set_title(title, pad=26)
     return fig

@@ -10,6 +10,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from plot_tools import grid_tiles
 
 from helpers import exercises
 from helpers.masks import causal_mask, padding_mask
@@ -23,12 +24,6 @@ from helpers.widgets.masking import (
     padded_batch,
     render_masked_heatmap,
 )
-
-
-def _grid(fig) -> np.ndarray:
-    """The tiled weights image of a head mosaic (NaN in the gaps between heads)."""
-    return np.asarray(fig.axes[0].images[0].get_array().filled(np.nan))
-
 
 # --- notebook 03: masks -------------------------------------------------------------------
 
@@ -117,17 +112,10 @@ def test_shape_trace_steps_give_the_helper_output_and_print_the_real_shapes(rng)
 @pytest.mark.parametrize(("heads", "length"), [(1, 2), (3, 7), (8, 12)])
 def test_head_grid_shows_every_head_of_the_model(heads, length):
     fig, caption = render_heads(heads, length)
-    grid = _grid(fig)
+    tiles = grid_tiles(fig)
     plt.close(fig)
     _, expected = make_model(heads)(np.random.default_rng(0).standard_normal((1, length, 24)))
-    tiles = [
-        grid[
-            r * (length + 1) : r * (length + 1) + length,
-            c * (length + 1) : c * (length + 1) + length,
-        ]
-        for r, c in (divmod(i, min(4, heads)) for i in range(heads))
-    ]
-    np.testing.assert_allclose(np.stack(tiles), expected[0])
+    np.testing.assert_allclose(tiles, expected[0])
     assert f"(1, {heads}, {length}, {24 // heads})" in caption
     assert f"= {4 * 24 * 24 + 4 * 24} (the same for every h)" in caption
 
@@ -189,10 +177,3 @@ def test_exercise_checkers_accept_the_helpers_as_answers():
     assert _verdict("padding_mask_from_lengths", padding_mask) == "passed"
     assert _verdict("split_into_heads", split_heads) == "passed"
     assert _verdict("merge_heads", combine_heads) == "passed"
-
-
-def test_head_mosaic_names_the_expected_shape_for_a_single_map():
-    from helpers.plots import head_mosaic
-
-    with pytest.raises(ValueError, match=r"\(h, T_q, T_k\), got shape \(3, 3\)"):
-        head_mosaic(np.eye(3))

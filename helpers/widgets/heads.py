@@ -18,7 +18,7 @@ from helpers.numpy_attention import (
     scaled_dot_product_attention,
     split_heads,
 )
-from helpers.plots import head_mosaic
+from helpers.plots import head_grid
 
 D_MODEL = 24  # divisible by 1, 2, 3, 4, 6 and 8 heads (not by 5 or 7)
 SHARPEN = 3.0  # W_q and W_k are scaled up so untrained random heads show visible patterns
@@ -56,6 +56,7 @@ def render_heads(num_heads: int = 4, seq_len: int = 6) -> tuple[Figure, str]:
     x = random_batch(1, seq_len, D_MODEL, seed=0)  # (1, T, D); a longer T keeps the first tokens
     weights, lines = shape_trace(mha, x)
     title = f"h = {num_heads} heads, d_k = {mha.d_k}, T = {seq_len}"
-    fig = head_mosaic(weights[0], [f"t{i}" for i in range(seq_len)], title=title)
+    tokens = [f"t{i}" for i in range(seq_len)]
+    fig = head_grid(weights[0], tokens, tokens, title=title)
     lines.append(f"parameters: 4*D*D + 4*D = {mha.num_parameters()} (the same for every h)")
     return fig, "\n".join(lines)

@@ -1,0 +1,107 @@
+"""helpers.plots: the one-head heatmap and the head grid keep the course's heatmap conventions
+(viridis, fixed 0..1, token labels, values written only when small) and show the right numbers."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from plot_tools import grid_canvas, grid_tiles
+
+from helpers.plots import (
+    ANNOTATE_CELLS_UP_TO,
+    CMAP,
+    GRID_LABELS_UP_TO,
+    attention_heatmap,
+    head_grid,
+)
+
+
+def softmax_rows(rng, shape) -> np.ndarray:
+    scores = rng.standard_normal(shape) * 2
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize(("heads", "t_q", "t_k"), [(1, 2, 2), (2, 3, 5), (3, 4, 4), (8, 12, 12)])
+def test_head_grid_shows_each_head_as_a_tile_in_reading_order(rng, heads, t_q, t_k):
+    weights = softmax_rows(rng, (heads, t_q, t_k))
+    fig = head_grid(weights)
+    tiles = grid_tiles(fig)
+    plt.close(fig)
+    np.testing.assert_allclose(tiles, weights)
+
+
+def test_head_grid_uses_viridis_on_a_fixed_zero_to_one_range_with_one_colour_bar(rng):
+    fig = head_grid(softmax_rows(rng, (4, 3, 3)) * 0.3)  # small weights: range must not shrink
+    mesh = fig.axes[0].collections[0]
+    assert mesh.get_cmap().name == CMAP and mesh.norm.vmin == 0.0 and mesh.norm.vmax == 1.0
+    assert len(fig.axes) == 2  # the heatmap and its one colour bar
+    plt.close(fig)
+
+
+def test_head_grid_names_every_head_and_labels_keys_and_queries_with_tokens(rng):
+    queries, keys = ["q0", "q1", "q2"], ["k0", "k1", "k2", "k3", "k4"]
+    fig = head_grid(softmax_rows(rng, (2, 3, 5)), queries, keys, title="two heads")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts if t.get_text().startswith("head")] == [
+        "head 0",
+        "head 1",
+    ]
+    assert [t.get_text() for t in ax.get_xticklabels()] == keys * 2  # under both tiles
+    assert [t.get_text() for t in ax.get_yticklabels()] == queries
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("key", "query", "two heads")
+    plt.close(fig)
+
+
+def test_head_grid_labels_only_the_first_tiles_when_labels_would_crowd(rng):
+    tokens = [f"t{i}" for i in range(12)]
+    assert 4 * 12 + 2 * 12 > GRID_LABELS_UP_TO
+    fig = head_grid(softmax_rows(rng, (8, 12, 12)), tokens, tokens)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == tokens
+    assert [t.get_text() for t in ax.get_yticklabels()] == tokens
+    plt.close(fig)
+
+
+def _values_written(fig) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].texts if not t.get_text().startswith("head")]
+
+
+def test_head_grid_writes_the_values_only_when_the_grid_is_small(rng):
+    small = softmax_rows(rng, (2, 5, 5))
+    assert small.size <= ANNOTATE_CELLS_UP_TO
+    fig = head_grid(small)
+    canvas = grid_canvas(fig)
+    assert _values_written(fig) == [f"{v:.2f}" for v in canvas[~np.isnan(canvas)]]
+    plt.close(fig)
+    big = softmax_rows(rng, (4, 6, 6))
+    assert big.size > ANNOTATE_CELLS_UP_TO
+    fig = head_grid(big)
+    assert _values_written(fig) == []
+    plt.close(fig)
+    fig = head_grid(big, annotate=True)
+    assert len(_values_written(fig)) == big.size
+    plt.close(fig)
+
+
+def test_head_grid_names_the_expected_shape_for_a_single_map():
+    with pytest.raises(ValueError, match=r"\(h, T_q, T_k\), got shape \(3, 3\)"):
+        head_grid(np.eye(3))
+
+
+def test_head_grid_names_the_token_argument_whose_length_does_not_fit():
+    with pytest.raises(
+        ValueError, match=r"key_tokens has 2 labels for weights of shape \(1, 3, 3\)"
+    ):
+        head_grid(np.full((1, 3, 3), 1 / 3), ["a", "b", "c"], ["a", "b"])
+
+
+def test_attention_heatmap_draws_the_weights_on_a_fixed_zero_to_one_range():
+    weights = np.array([[0.2, 0.8], [0.5, 0.5], [0.1, 0.9]])
+    ax = attention_heatmap(weights, ["a", "b", "c"], ["x", "y"])
+    mesh = ax.collections[0]
+    np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(3, 2), weights)
+    assert (mesh.norm.vmin, mesh.norm.vmax) == (0.0, 1.0)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    plt.close(ax.figure)
