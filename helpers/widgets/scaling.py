@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from seaborn.utils import relative_luminance
 
 from helpers.numpy_attention import softmax
-from helpers.plots import attention_heatmap
+from helpers.plots import CMAP, attention_heatmap
 
 MAX_D_K = 256  # the widest queries and keys the explorer draws
 LENGTH = 8  # number of queries and of keys in the explorer
@@ -63,18 +65,45 @@ def scaling_weights(d_k: int, scaled: bool, seed: int = 0) -> tuple[np.ndarray, 
     return scores, softmax(scores, axis=-1)
 
 
+def _write_row_maxima(ax: Axes, weights: np.ndarray) -> None:
+    """Write each row's largest weight in its cell, dark on light cells and light on dark.
+
+    Eight numbers instead of all 64 keep the redraw fast, and they are the ones that show
+    the collapse: near 1 without scaling at large d_k, far below 1 with it.
+    """
+    cmap = plt.get_cmap(CMAP)
+    for row, column in enumerate(np.argmax(weights, axis=-1)):
+        weight = weights[row, column]
+        dark_cell = relative_luminance(cmap(weight)) < 0.408  # seaborn's own threshold
+        ax.text(
+            column + 0.5,
+            row + 0.5,
+            f"{weight:.2f}",
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="white" if dark_cell else "black",
+        )
+
+
 def render_scaling(d_k: int, scaled: bool) -> tuple[Figure, str]:
-    """Heatmap of :func:`scaling_weights`, and the score spread and softmax entropy as text."""
+    """Heatmap of :func:`scaling_weights`, and the score spread and softmax entropy as text.
+
+    Only each row's largest weight is written in its cell (see :func:`_write_row_maxima`).
+    """
     scores, weights = scaling_weights(d_k, scaled)
     how = "scores / sqrt(d_k)" if scaled else "scores not scaled"
     fig, ax = plt.subplots(figsize=(5.4, 4.4))
-    attention_heatmap(weights, ax=ax, title=f"d_k = {d_k}, {how}")
+    attention_heatmap(weights, ax=ax, title=f"d_k = {d_k}, {how}", annotate=False)
+    ax.tick_params(axis="x", labelrotation=0)  # numbers, not words: no need to tilt them
+    _write_row_maxima(ax, weights)
     entropy = softmax_entropy(weights)
     text = (
         f"d_k = {d_k}, {how}\n"
         f"standard deviation of the scores: {scores.std():.2f}\n"
         f"mean entropy of a row: {entropy.mean():.2f} nats "
         f"(uniform over {LENGTH} keys: {np.log(LENGTH):.2f}, all on one key: 0.00)\n"
-        f"mean largest weight in a row: {weights.max(axis=-1).mean():.2f}"
+        f"mean largest weight in a row: {weights.max(axis=-1).mean():.2f} "
+        "(the number written in each row)"
     )
     return fig, text
