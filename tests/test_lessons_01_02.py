@@ -1,7 +1,8 @@
-"""Notebooks 01 and 02: the scaling explorer, its helpers, and the exercise checkers."""
+"""Notebooks 01 and 02: the one-query and scaling explorers, their helpers, the exercise checkers."""
 
 from __future__ import annotations
 
+import html
 import math
 
 import ipywidgets as widgets
@@ -11,8 +12,10 @@ import pytest
 from matplotlib.figure import Figure
 
 from helpers import exercises
+from helpers.data import toy_sentence
 from helpers.numpy_attention import scaled_dot_product_attention, softmax
 from helpers.widgets import explore
+from helpers.widgets.one_query import MAX_SCALE, one_query_attention, render_one_query
 from helpers.widgets.scaling import (
     LENGTH,
     MAX_D_K,
@@ -27,6 +30,112 @@ from helpers.widgets.scaling import (
 def _close_figures():
     yield
     plt.close("all")
+
+
+# --- notebook 01: one query over the toy sentence ---------------------------------------------
+
+
+def _attend_by_hand(query: str, scale: float):
+    """Scores, weights and output of one word of the toy sentence, one key at a time."""
+    tokens, X = toy_sentence()
+    q = X[tokens.index(query)]
+    scores = [scale * sum(a * b for a, b in zip(q, key, strict=True)) for key in X]
+    exps = [math.exp(s - max(scores)) for s in scores]
+    weights = [e / sum(exps) for e in exps]
+    output = [sum(w * key[j] for w, key in zip(weights, X, strict=True)) for j in range(len(q))]
+    return scores, weights, output
+
+
+@pytest.mark.parametrize(("query", "scale"), [("kite", 1.0), ("red", 5.0), ("a", MAX_SCALE)])
+def test_one_query_matches_a_loop_over_the_keys(query, scale):
+    result = one_query_attention(query, scale)
+    scores, weights, output = _attend_by_hand(query, scale)
+    np.testing.assert_allclose(result["scores"], scores, rtol=1e-12)
+    np.testing.assert_allclose(result["weights"], weights, rtol=1e-12)
+    np.testing.assert_allclose(result["output"], output, rtol=1e-12)
+
+
+def test_scale_zero_spreads_the_weights_evenly_and_averages_the_sentence():
+    result = one_query_attention("fox", 0.0)
+    _, X = toy_sentence()
+    np.testing.assert_allclose(result["weights"], np.full(len(X), 1 / len(X)))
+    np.testing.assert_allclose(result["output"], X.mean(axis=0))
+
+
+def test_a_large_scale_copies_the_best_matching_key():
+    tokens, X = toy_sentence()
+    result = one_query_attention("red", MAX_SCALE)
+    assert tokens[int(np.argmax(result["weights"]))] == "kite"
+    assert result["weights"].max() > 0.95
+    np.testing.assert_allclose(result["output"], X[tokens.index("kite")], atol=0.05)
+
+
+def test_one_query_rejects_an_unknown_word_naming_the_query_and_the_words():
+    with pytest.raises(ValueError, match=r"query must be one of the words .*'kite'.*'dog'"):
+        one_query_attention("dog")
+
+
+@pytest.mark.parametrize("scale", [-1.0, MAX_SCALE + 1, math.inf, math.nan])
+def test_one_query_rejects_a_scale_out_of_range_naming_scale(scale):
+    with pytest.raises(ValueError, match="scale"):
+        one_query_attention("kite", scale)
+
+
+@pytest.mark.parametrize("scale", ["2", True, None])
+def test_one_query_rejects_a_scale_that_is_not_a_number(scale):
+    with pytest.raises(TypeError, match="scale"):
+        one_query_attention("kite", scale)
+
+
+def test_render_one_query_draws_weights_over_the_keys_and_names_the_favourite():
+    tokens, _ = toy_sentence()
+    fig, text = render_one_query("red", 1.0)
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_xticklabels()] == tokens
+    heights = [bar.get_height() for bar in left.patches]
+    np.testing.assert_allclose(heights, one_query_attention("red", 1.0)["weights"])
+    assert "'red'" in left.get_title() and "weights @ V" in right.get_title()
+    assert "'red' attends most to 'kite' (weight 0.23)" in text
+    assert "score" in text and "output = weights @ V" in text
+
+
+def _one_query_explorer():
+    tokens, _ = toy_sentence()
+    query = widgets.Dropdown(options=tokens, value="kite", description="query")
+    scale = widgets.FloatSlider(value=1.0, min=0.0, max=MAX_SCALE, step=0.5, description="scale")
+    return explore(render_one_query, query=query, scale=scale), query, scale
+
+
+def test_one_query_explorer_redraws_when_another_word_is_picked():
+    box, query, _ = _one_query_explorer()
+    image = box.image.value
+    assert image[:4] == b"\x89PNG"
+    assert "'kite' attends most to 'kite'" in html.unescape(box.caption.value)
+    query.value = "a"
+    assert box.image.value != image
+    assert "'a' attends most to 'the'" in html.unescape(box.caption.value)
+
+
+def test_one_query_explorer_sharpens_the_weights_when_the_scale_grows():
+    box, _, scale = _one_query_explorer()
+    image = box.image.value
+
+    def top_weight(caption: str) -> float:
+        return float(caption.split("(weight ")[1].split(")")[0])
+
+    before = top_weight(box.caption.value)
+    scale.value = MAX_SCALE
+    assert box.image.value != image
+    assert top_weight(box.caption.value) > 0.9 > 0.5 > before
+
+
+def test_one_query_explorer_redraws_fast_enough_to_feel_live():
+    box, query, _ = _one_query_explorer()
+    seconds = []
+    for word in ["fox", "red", "the"]:  # best of three: a busy machine may slow one down
+        query.value = word
+        seconds.append(box.last_render_seconds)
+    assert min(seconds) < 0.5, f"redraws took {seconds} s"
 
 
 # --- softmax_entropy -------------------------------------------------------------------------
@@ -115,6 +224,25 @@ def test_render_returns_a_heatmap_and_a_caption_with_d_k_and_entropy():
     assert f"uniform over {LENGTH} keys: {math.log(LENGTH):.2f}" in text
 
 
+def test_render_writes_each_rows_largest_weight_in_its_cell_and_nothing_else():
+    fig, _ = render_scaling(64, False)
+    weights = scaling_weights(64, False)[1]
+    written = sorted((t.get_position(), t.get_text()) for t in fig.axes[0].texts)
+    want = sorted(
+        ((column + 0.5, row + 0.5), f"{weights[row, column]:.2f}")
+        for row, column in enumerate(np.argmax(weights, axis=-1))
+    )
+    assert written == want
+
+
+def test_render_writes_dark_numbers_on_bright_cells_and_light_numbers_on_dark_ones():
+    texts = [*render_scaling(MAX_D_K, False)[0].axes[0].texts]  # mostly near 1
+    texts += render_scaling(4, True)[0].axes[0].texts  # mostly far below 1
+    bright = {t.get_color() for t in texts if float(t.get_text()) > 0.9}
+    dark = {t.get_color() for t in texts if float(t.get_text()) < 0.4}
+    assert bright == {"black"} and dark == {"white"}
+
+
 def test_render_says_when_the_scores_are_not_scaled():
     fig, text = render_scaling(16, False)
     assert "not scaled" in text and "not scaled" in fig.axes[0].get_title()
@@ -132,6 +260,15 @@ def test_explorer_redraws_when_the_d_k_slider_moves():
     assert image[:4] == b"\x89PNG" and "d_k = 64" in caption
     d_k.value = 4
     assert box.image.value != image and "d_k = 4," in box.caption.value
+
+
+def test_scaling_explorer_redraws_fast_enough_to_feel_live():
+    box, d_k, _ = _scaling_explorer()
+    seconds = []
+    for width in [8, 128, 256]:  # best of three: a busy machine may slow one down
+        d_k.value = width
+        seconds.append(box.last_render_seconds)
+    assert min(seconds) < 0.5, f"redraws took {seconds} s"
 
 
 def test_explorer_switches_the_scaling_and_the_printed_entropy_rises():
