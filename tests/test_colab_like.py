@@ -21,6 +21,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 from colab_tools import colab_install_command
 from conftest import NOTEBOOKS, ROOT
@@ -122,16 +123,48 @@ def installed(colab_python, working_tree_commit) -> Path:
     return colab_python
 
 
+# Appended to each notebook: where things came from, and whether every explorer the notebook
+# built redraws when its first control changes (under ipywidgets 7.7, as in Colab).
+PROBE = textwrap.dedent(
+    """
+    import gc, json, sys, warnings
+    import helpers, ipywidgets
+    from helpers.widgets import Explorer
+
+    def other_values(control):
+        if hasattr(control, "index") and hasattr(control, "options"):  # Dropdown, ToggleButtons
+            return [("index", i) for i in range(len(control.options)) if i != control.index]
+        if isinstance(control.value, bool):
+            return [("value", not control.value)]
+        up = [control.value + k * control.step for k in range(1, 5)]
+        down = [control.value - k * control.step for k in range(1, 9)]
+        return [("value", v) for v in up + down if control.min <= v <= control.max]
+
+    def redraws(explorer):
+        control = next(iter(explorer.controls.values()))
+        for name, value in other_values(control):
+            before = explorer.image.value
+            setattr(control, name, value)
+            if explorer.image.value and explorer.image.value != before:
+                return True
+        return False
+
+    with warnings.catch_warnings():  # isinstance on some torch objects warns
+        warnings.simplefilter("ignore")
+        explorers = [o for o in gc.get_objects() if issubclass(type(o), Explorer)]
+    print(json.dumps({"helpers": helpers.__file__, "ipywidgets": ipywidgets.__version__,
+                      "python": sys.executable, "explorers": len(explorers),
+                      "redrawn": sum(redraws(e) for e in explorers)}))
+    """
+)
 DRIVER = textwrap.dedent(
     """
     import json, sys
-    import helpers, ipywidgets, nbformat
+    import nbformat
     from nbclient import NotebookClient
-    path, workdir, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    path, workdir, timeout, probe = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     nb = nbformat.read(path, as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(
-        "import helpers, ipywidgets, sys\\n"
-        "print(helpers.__file__); print(ipywidgets.__version__); print(sys.executable)"))
+    nb.cells.append(nbformat.v4.new_code_cell(probe))
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": workdir}})
     try:
@@ -139,8 +172,10 @@ DRIVER = textwrap.dedent(
     except Exception as error:  # report which cell failed and why
         print(json.dumps({"error": f"{type(error).__name__}: {error}"[-4000:]}))
         sys.exit(0)
-    where = nb.cells[-1].outputs[0]["text"].split()
-    print(json.dumps({"helpers": where[0], "ipywidgets": where[1], "python": where[2]}))
+    probe_outputs = nb.cells[-1].outputs
+    stdout = "".join(o.get("text", "") for o in probe_outputs if o.get("name") == "stdout")
+    errors = [o for o in probe_outputs if o.get("output_type") == "error"]
+    print(json.dumps({"probe_error": str(errors)[-3000:]}) if errors else stdout.strip())
     """
 )
 
@@ -161,15 +196,23 @@ def test_notebook_runs_in_a_colab_like_environment(installed, path, tmp_path):
     env.pop("PYTHONPATH", None)
     env["JUPYTER_DATA_DIR"] = str(tmp_path / "jupyter-data")  # no user kernelspecs
     result = run(
-        [str(installed), "-c", DRIVER, str(path), str(workdir), str(NOTEBOOK_TIMEOUT_S)],
+        [str(installed), "-c", DRIVER, str(path), str(workdir), str(NOTEBOOK_TIMEOUT_S), PROBE],
         cwd=workdir,
         env=env,
         timeout=NOTEBOOK_TIMEOUT_S * 3,
     )
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    last_line = result.stdout.strip().splitlines()[-1]
+    assert last_line.startswith("{"), f"unexpected driver output:\n{result.stdout[-3000:]}"
+    report = json.loads(last_line)
     assert "error" not in report, (
         f"{path.name} failed in the Colab-like env:\n{report.get('error')}"
     )
+    assert "probe_error" not in report, f"probing {path.name}: {report['probe_error']}"
     assert report["ipywidgets"] == COLAB_PINS["ipywidgets"]
     assert Path(report["python"]).parent.parent.name.startswith("colab-like-")
     assert "site-packages" in report["helpers"], f"helpers came from {report['helpers']}"
+    builds_one = "explore(" in "".join(c.source for c in nbformat.read(path, as_version=4).cells)
+    assert report["explorers"] >= builds_one, "the probe found no explorer in a notebook with one"
+    assert report["redrawn"] == report["explorers"], (
+        f"only {report['redrawn']} of {report['explorers']} explorers redraw under ipywidgets 7.7"
+    )
