@@ -49,13 +49,14 @@ def attention_heatmap(
         annot_kws={"fontsize": 8},
         square=True,
         cbar=colorbar,
-        xticklabels=_labels(key_tokens, weights.shape[1]),
-        yticklabels=_labels(query_tokens, weights.shape[0]),
+        xticklabels=False,  # labels set below: seaborn's own choice draws the figure once more
+        yticklabels=False,
     )
+    t_q, t_k = weights.shape
+    ax.set_xticks(np.arange(t_k) + 0.5, _labels(key_tokens, t_k), rotation=45)
+    ax.set_yticks(np.arange(t_q) + 0.5, _labels(query_tokens, t_q), rotation=0)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
-    ax.tick_params(axis="x", labelrotation=45)
-    ax.tick_params(axis="y", labelrotation=0)
     if title:
         ax.set_title(title)
     return ax
