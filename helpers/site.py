@@ -35,7 +35,8 @@ PAGE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- endblock html_head_js_mathjax -%}
 {%- block extra_css -%}
 <style>.course-widget pre { font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
-.course-control { margin-right: 1em; }</style>
+.course-control { margin-right: 1em; }
+.course-widget-image { width: auto; height: auto; max-width: 100%; }</style>
 {%- endblock extra_css -%}
 """
 
@@ -94,7 +95,7 @@ def widget_html(states: dict, model_id: str) -> str:
         if not data:
             return ""
         encoded = base64.b64encode(data).decode("ascii")
-        return f"<img class='course-widget-image' style='width:auto;height:auto;max-width:100%' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
+        return f"<img class='course-widget-image' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
     if kind == "HTMLModel":
         return f"<div>{state.get('value', '')}</div>"
     if kind == "LabelModel":
