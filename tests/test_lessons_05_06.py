@@ -6,7 +6,10 @@ NumPy (04), the separate-projection module (05), the fused module (06) and
 
 from __future__ import annotations
 
+import re
+
 import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
@@ -16,7 +19,7 @@ from helpers import exercises
 from helpers import numpy_attention as npa
 from helpers.masks import causal_mask, combine, key_mask, padding_mask, to_block
 from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
-from helpers.widgets import explore
+from helpers.widgets import explore, fused_layout
 from helpers.widgets.training import render_head_browser, strongest_keys
 
 D, H, B, T = 12, 3, 2, 5
@@ -169,3 +172,63 @@ def test_head_browser_explorer_redraws_when_driven_headless():
     assert box.image.value != first_image and box.caption.value != first_caption
     head.value = 1
     assert "head 1" not in first_caption and box.last_render_seconds < 2.0
+
+
+@pytest.mark.parametrize("num_heads", [2, 3, 4, 6])
+def test_fused_split_is_right_only_when_it_reads_the_layout_it_was_given(num_heads):
+    blocks, interleaved = fused_layout.LAYOUTS
+    by_part, by_head = fused_layout.SPLITS
+    assert all(fused_layout.split_matches(num_heads, blocks, by_part).values())
+    assert all(fused_layout.split_matches(num_heads, interleaved, by_head).values())
+    assert not any(fused_layout.split_matches(num_heads, interleaved, by_part).values())
+    assert not any(fused_layout.split_matches(num_heads, blocks, by_head).values())
+
+
+def test_with_one_head_both_layouts_are_the_same_rows():
+    """Why a one-head test cannot catch a layout bug."""
+    blocks, interleaved = fused_layout.LAYOUTS
+    assert fused_layout.row_labels(1, blocks) == fused_layout.row_labels(1, interleaved)
+    assert all(fused_layout.split_matches(1, interleaved, fused_layout.SPLITS[0]).values())
+
+
+def test_split_rows_hands_each_head_its_columns_under_the_blocked_layout():
+    rows = fused_layout.split_rows(3, fused_layout.SPLITS[0])  # D = 12, d_k = 4
+    assert rows.shape == (3, 3, 4)
+    assert rows[1, 2].tolist() == [20, 21, 22, 23]  # K of head 2: block 1, third slice
+    assert fused_layout.read_as(3, fused_layout.SPLITS[1])[4:8] == ["k0"] * 4
+
+
+def test_fused_split_picture_marks_misread_rows_and_says_so():
+    fig, text = fused_layout.render_fused_split(3, "[Q | K | V] blocks", "(3, h, d_k)")
+    assert "every row read correctly" in fig.axes[1].get_title(loc="left")
+    assert "Q True, K True, V True" in text and "head 2: Q <- rows  8..11 (q2)" in text
+    fig, text = fused_layout.render_fused_split(3, "per-head interleaved", "(3, h, d_k)")
+    assert "24 rows misread" in fig.axes[1].get_title(loc="left")
+    assert "Q False, K False, V False" in text and "head 1: Q <- rows  4.. 7 (k0)" in text
+    plt.close("all")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((5, "per-head interleaved", "(3, h, d_k)"), "num_heads must divide D = 12, got 5"),
+        ((2, "rows", "(3, h, d_k)"), "layout must be one of"),
+        ((2, "per-head interleaved", "(3, d_k)"), "split must be one of"),
+    ],
+)
+def test_fused_split_names_the_bad_argument(args, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        fused_layout.render_fused_split(*args)
+
+
+def test_fused_split_explorer_redraws_when_driven_headless():
+    heads = widgets.Dropdown(options=[1, 2, 3, 4, 6], value=1)
+    layout = widgets.ToggleButtons(options=fused_layout.LAYOUTS, value=fused_layout.LAYOUTS[1])
+    split = widgets.ToggleButtons(options=fused_layout.SPLITS, value=fused_layout.SPLITS[0])
+    box = explore(fused_layout.render_fused_split, num_heads=heads, layout=layout, split=split)
+    assert "Q True, K True, V True" in box.caption.value  # one head hides the bug
+    first_image = box.image.value
+    heads.value = 3
+    assert box.image.value != first_image and "Q False, K False, V False" in box.caption.value
+    split.value = fused_layout.SPLITS[1]
+    assert "Q True, K True, V True" in box.caption.value and box.last_render_seconds < 2.0
