@@ -75,8 +75,8 @@ def syllabus_table(syllabus: list[Lesson]) -> str:
         "|---|---|---|---|---|",
     ]
     for lesson in syllabus:
-        link = f"[{lesson.title}](notebooks/{lesson.file})"
-        goals = "; ".join(lesson.goals[:2])
+        link = f"[{lesson.title.replace('|', '-')}](notebooks/{lesson.file})"
+        goals = "; ".join(lesson.goals[:2]).replace("|", "\\|")  # a bare | ends the cell
         time = lesson.time.removeprefix("about ")
         badge = course.colab_badge(lesson.file)
         rows.append(f"| {lesson.number} | {link} | {goals} | {time} | {badge} |")

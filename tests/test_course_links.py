@@ -87,3 +87,13 @@ def test_sync_rewrites_badge_and_setup_cell_and_keeps_outputs(tmp_path, monkeypa
 def test_sync_check_finds_every_notebook_and_readme_in_line():
     stale = sync.sync_all(write=False)
     assert stale == [], f"out of date, run `make sync-notebooks`: {[p.name for p in stale]}"
+
+
+def test_readme_table_rows_have_five_cells_even_with_a_pipe_in_a_goal():
+    from helpers.syllabus import Lesson
+
+    lesson = Lesson(
+        "09_x.ipynb", "09", "X", "p", ("split `[Q | K | V]`", "b"), "none", "about 5 minutes"
+    )
+    row = sync.syllabus_table([lesson]).splitlines()[-1]
+    assert len(re.findall(r"(?<!\\)\|", row)) == 6, row
