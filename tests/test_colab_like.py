@@ -34,7 +34,10 @@ KERNEL = ["ipykernel>=6,<7", "nbclient", "nbformat"]  # notebook 6.5 needs jupyt
 PACKAGE = "attention-head-by-head"
 NOTEBOOK_TIMEOUT_S = 120
 
-pytestmark = pytest.mark.skipif(not NOTEBOOKS, reason="no notebooks yet")
+pytestmark = [
+    pytest.mark.skipif(not NOTEBOOKS, reason="no notebooks yet"),
+    pytest.mark.timeout(1200),  # the first run builds the environment (a few minutes)
+]
 
 
 def pinned_requirements() -> list[str]:
