@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
 from matplotlib.axes import Axes
+from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 
 D_MODEL = 12  # small enough to label every row, divisible by 1, 2, 3, 4, 6 and 12 heads
@@ -93,9 +94,14 @@ def split_matches(num_heads: int, layout: str, split: str, seed: int = 0) -> dic
 
 def _draw_rows(ax: Axes, names: list[str], wrong: list[bool], title: str) -> None:
     colours = dict(zip(PARTS, sns.color_palette("colorblind", 3), strict=True))
+    boxes = PatchCollection(
+        [plt.Rectangle((r, 0), 1, 1) for r in range(len(names))],
+        facecolors=[colours[name[0]] for name in names],
+        edgecolors=["#d62728" if w else "white" for w in wrong],
+        linewidths=[2.5 if w else 1.0 for w in wrong],
+    )
+    ax.add_collection(boxes)
     for r, name in enumerate(names):
-        edge = ("#d62728", 2.5) if wrong[r] else ("white", 1.0)
-        ax.add_patch(plt.Rectangle((r, 0), 1, 1, color=colours[name[0]], ec=edge[0], lw=edge[1]))
         ax.text(r + 0.5, 0.5, name, ha="center", va="center", fontsize=8)
     ax.set(xlim=(0, len(names)), ylim=(0, 1), yticks=[])
     ax.set_title(title, loc="left", fontsize=10)
@@ -114,7 +120,7 @@ def render_fused_split(num_heads: int, layout: str, split: str) -> tuple[Figure,
     verdict = "every row read correctly" if not any(wrong) else f"{sum(wrong)} rows misread (red)"
     _draw_rows(axes[1], assigned, wrong, f"what the split {split} reads them as: {verdict}")
     axes[1].set_xlabel(f"row of the fused weight (3 D = {3 * D_MODEL} rows, h = {num_heads})")
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.02, right=0.99, hspace=1.1)  # tight_layout would double the redraw
     rows = split_rows(num_heads, split)
     lines = [f"D = {D_MODEL}, h = {num_heads}, d_k = {D_MODEL // num_heads}"]
     for i in range(num_heads):
