@@ -160,8 +160,9 @@ def prompts(page) -> list[str]:
 ALL_RUN = """CURRENT => {
   const prompts = [...document.querySelectorAll(CURRENT + ' .jp-CodeCell .jp-InputArea-prompt')];
   const numbered = prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+  // after an error JupyterLab stops: nothing queued ([*]), some cells run, the rest not
   const stopped = prompts.every(p => !p.textContent.includes('*'))
-    && document.querySelector(CURRENT + ' [data-mime-type="application/vnd.jupyter.error"]') !== null;
+    && prompts.some(p => /\\d/.test(p.textContent)) && !numbered;
   return numbered || stopped;
 }"""
 CLEARED = """CURRENT => [...document.querySelectorAll(CURRENT + ' .jp-CodeCell .jp-InputArea-prompt')]
