@@ -31,6 +31,9 @@ def test_explorer_shows_a_render_error_in_its_caption():
     slider.value = 9
     assert "ValueError: n=9 is too big" in box.caption.value
     assert box.image.value == b"", "the stale picture is cleared"
+    assert box.image.layout.display == "none", "no broken-image icon"
+    slider.value = 4
+    assert box.image.value[:4] == b"\x89PNG" and box.image.layout.display is None
 
 
 def test_explorer_redraws_fast_enough_to_feel_live():

@@ -59,11 +59,13 @@ class Explorer(widgets.VBox):
         try:
             result = self.render(**self.values())
         except (ValueError, TypeError) as error:  # show the learner what went wrong
-            self.image.value = b""  # no stale picture under the error
+            self.image.value = b""  # no stale picture under the error...
+            self.image.layout.display = "none"  # ...and no broken-image icon either
             self.caption.value = caption_html(f"{type(error).__name__}: {error}")
             return
         fig, text = result if isinstance(result, tuple) else (result, "")
         self.image.value = figure_to_png(fig)
+        self.image.layout.display = None
         self.caption.value = caption_html(text)
         self.last_render_seconds = time.perf_counter() - start
 
