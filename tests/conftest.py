@@ -16,6 +16,15 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 os.environ.setdefault("COURSE_DEVICE", "cpu")
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Each test starts and ends with no open matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    yield
+    plt.close("all")
+
+
 @pytest.fixture
 def rng():
     import numpy as np

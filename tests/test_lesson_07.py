@@ -104,6 +104,7 @@ def test_results_cell_plots_a_committed_run_labelled_with_its_device(tmp_path):
     (tmp_path / "notebooks").mkdir()
     cwd = os.getcwd()
     out = io.StringIO()
+    plt.close("all")  # count only the figures the cell draws
     try:
         os.chdir(tmp_path / "notebooks")
         with contextlib.redirect_stdout(out):
