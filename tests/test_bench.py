@@ -16,6 +16,7 @@ from helpers.bench import (
     BenchConfig,
     attention_flops,
     best_peak_fraction,
+    committed_results,
     environment_report,
     median_seconds,
     peak_memory_bytes,
@@ -27,7 +28,7 @@ from helpers.bench import (
     tflops_per_second,
 )
 from helpers.bench import runner as runner_module
-from helpers.bench.__main__ import main
+from helpers.bench.__main__ import default_out, main
 from helpers.bench.contenders import Case, make_step
 
 CPU = torch.device("cpu")
@@ -338,3 +339,17 @@ def test_best_peak_fraction_is_none_without_a_known_peak():
     assert best_peak_fraction(_table(peak=None)) is None
     best = best_peak_fraction(_table())
     assert best["peak_fraction"] == pytest.approx(125.0 / 989.0)
+
+
+def test_runs_off_a_gpu_go_to_the_ignored_local_folder_and_gpu_runs_to_their_own():
+    assert default_out("cpu", "CPU (x86_64)").parts[:3] == ("benchmarks", "results", "local")
+    assert default_out("cuda", "NVIDIA H200").parts[:2] == ("benchmarks", "results")
+    assert "local" not in default_out("cuda:0", "NVIDIA H200").parts
+
+
+def test_a_local_run_is_not_taken_for_committed_results(tmp_path):
+    for name in ("local", "h200"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.csv").write_text("x\n")
+        (tmp_path / name / "run.json").write_text("{}")
+    assert [p.name for p in committed_results(tmp_path)] == ["h200"]

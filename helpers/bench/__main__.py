@@ -188,6 +188,13 @@ def print_note(rows: list[dict]) -> None:
         print(f"naive time / fused_sdpa time     = {times['naive'] / fused:.2f} (speed-up)")
 
 
+def default_out(device: str, name: str) -> Path:
+    """Where a run goes without ``--out``: GPU runs under ``benchmarks/results/<gpu>`` (to
+    commit), anything else under the git-ignored ``benchmarks/results/local/<device>``."""
+    results = Path("benchmarks") / "results"
+    return results / _slug(name) if device.startswith("cuda") else results / "local" / _slug(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     config = build_config(args)
@@ -195,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
 
     problem = device_problem(torch.device(config.device))
     name = "unavailable" if problem else device_name(torch.device(config.device))
-    out = Path(args.out or Path("benchmarks") / "results" / _slug(name))
+    out = Path(args.out or default_out(config.device, name))
     stem = args.run_name or dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
     csv_path, json_path = out / f"{stem}.csv", out / f"{stem}.json"
     command = shlex.join(

@@ -82,10 +82,15 @@ def load_metadata(folder) -> list[dict]:
 
 
 def committed_results(root) -> list[Path]:
-    """Results folders under ``root`` holding at least one CSV and one JSON, sorted by name."""
+    """Results folders under ``root`` holding at least one CSV and one JSON, sorted by name.
+
+    ``root/local`` (git-ignored: runs on a learner's own CPU or MPS) is not a committed result.
+    """
     root = Path(root)
     if not root.is_dir():
         return []
     return sorted(
-        d for d in root.iterdir() if d.is_dir() and any(d.glob("*.csv")) and any(d.glob("*.json"))
+        d
+        for d in root.iterdir()
+        if d.is_dir() and d.name != "local" and any(d.glob("*.csv")) and any(d.glob("*.json"))
     )
