@@ -40,7 +40,15 @@ def render_head_browser(
     lines = []
     for ax, (stage, weights) in zip(axes[0], maps.items(), strict=True):
         w = np.asarray(weights[example, head])
-        attention_heatmap(w, tokens, tokens, ax=ax, title=f"{stage}, head {head}", colorbar=False)
+        attention_heatmap(  # no values in the cells: the pattern is the point, and it redraws faster
+            w,
+            tokens,
+            tokens,
+            ax=ax,
+            title=f"{stage}, head {head}",
+            annotate=False,
+            colorbar=False,  # one shared colour bar below
+        )
         lines.append(f"{stage:>9}: query i looks most at key {strongest_keys(w)}")
-    fig.tight_layout()
+    fig.colorbar(axes[0, 0].collections[0], ax=list(axes[0]), shrink=0.8, label="weight")
     return fig, "\n".join(lines)
