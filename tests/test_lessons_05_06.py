@@ -143,7 +143,8 @@ def _maps():
 def test_head_browser_draws_both_stages_and_names_the_strongest_keys():
     letters = [list("abcd"), list("bcda"), list("cdab")]
     fig, text = render_head_browser(_maps(), letters, head=1, example=2)
-    assert len(fig.axes) == 2 and fig.axes[1].get_title() == "trained, head 1"
+    assert len(fig.axes) == 3, "two stages and one shared colour bar"
+    assert fig.axes[1].get_title() == "trained, head 1"
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == list("cdab")
     assert "trained: query i looks most at key [3, 2, 1, 0]" in text
 
