@@ -1,7 +1,7 @@
-"""The lesson chain of notebooks 04 -> 05 -> 06 agrees, and the 05/06 helpers behave.
+"""The helpers of notebooks 05 and 06 behave: exercises, the head browser, the layout explorer.
 
-NumPy (04), the separate-projection module (05), the fused module (06) and
-``torch.nn.MultiheadAttention`` are given the same weights and must give the same output.
+That NumPy (04), the separate-projection module (05), the fused module (06) and
+``torch.nn.MultiheadAttention`` agree on the same weights is proved in test_equivalence.py.
 """
 
 from __future__ import annotations
@@ -16,83 +16,8 @@ import torch
 from torch import nn
 
 from helpers import exercises
-from helpers import numpy_attention as npa
-from helpers.masks import causal_mask, combine, key_mask, padding_mask, to_block
-from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
 from helpers.widgets import explore, fused_layout
 from helpers.widgets.training import render_head_browser, strongest_keys
-
-D, H, B, T = 12, 3, 2, 5
-LENGTHS = [5, 3]
-
-
-@pytest.fixture
-def chain():
-    """NumPy MHA, and the three torch modules built from it, all in float64."""
-    numpy_mha = npa.MultiHeadAttention(D, H, seed=4)
-    module = MultiHeadAttention.from_numpy(numpy_mha)
-    fused = FusedMultiHeadAttention.from_separate(module)
-    reference = nn.MultiheadAttention(D, H, batch_first=True, dtype=torch.float64)
-    with torch.no_grad():
-        reference.in_proj_weight.copy_(fused.qkv_proj.weight)
-        reference.in_proj_bias.copy_(fused.qkv_proj.bias)
-        reference.out_proj.load_state_dict(fused.out_proj.state_dict())
-    return numpy_mha, module, fused, reference.eval()
-
-
-def _masks():
-    keep = combine(key_mask(padding_mask(LENGTHS, T)), causal_mask(T))  # (B, T, T)
-    return keep, torch.from_numpy(keep)
-
-
-def test_numpy_module_fused_and_torch_agree_on_the_same_weights(chain, rng):
-    numpy_mha, module, fused, reference = chain
-    x = rng.standard_normal((B, T, D))
-    xt = torch.from_numpy(x)
-    keep, keep_t = _masks()
-    expected, expected_w = numpy_mha(x, mask=keep)
-    with torch.no_grad():
-        out_module, w_module = module(xt, mask=keep_t, need_weights=True)
-        out_fused, w_fused = fused(xt, mask=keep_t, need_weights=True)
-        out_sdpa, _ = fused(xt, mask=keep_t)
-        out_torch, w_torch = reference(
-            xt,
-            xt,
-            xt,
-            key_padding_mask=torch.from_numpy(to_block(padding_mask(LENGTHS, T))),
-            attn_mask=torch.from_numpy(to_block(causal_mask(T))),
-            average_attn_weights=False,
-        )
-    for got in (out_module, out_fused, out_sdpa, out_torch):
-        np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
-    for got in (w_module, w_fused, w_torch):
-        np.testing.assert_allclose(got.numpy(), expected_w, atol=1e-12)
-
-
-def test_cross_attention_agrees_from_numpy_to_fused(chain, rng):
-    numpy_mha, module, fused, _ = chain
-    query, memory = rng.standard_normal((B, 3, D)), rng.standard_normal((B, 7, D))
-    expected, _ = numpy_mha(query, memory, memory)
-    q, m = torch.from_numpy(query), torch.from_numpy(memory)
-    with torch.no_grad():
-        for mha in (module, fused):
-            np.testing.assert_allclose(mha(q, m, m)[0].numpy(), expected, atol=1e-12)
-
-
-def test_chain_breaks_without_the_transpose(chain, rng):
-    """The proof can fail: copying NumPy's W without .T gives a different output."""
-    numpy_mha, module, _, _ = chain
-    with torch.no_grad():
-        module.q_proj.weight.copy_(torch.from_numpy(numpy_mha.params["W_q"]))
-        got, _ = module(torch.from_numpy(rng.standard_normal((B, T, D))))
-    expected, _ = numpy_mha(rng.standard_normal((B, T, D)))
-    assert np.abs(got.numpy() - expected).max() > 1e-3
-
-
-def test_module_passes_gradcheck_in_float64(chain):
-    _, module, _, _ = chain
-    x = torch.randn(1, 3, D, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda t: module(t)[0], (x,))
 
 
 @pytest.mark.parametrize("notebook", ["05", "06"])
