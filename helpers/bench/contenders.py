@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from helpers.masks import causal_mask
 from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
 
 CONTENDERS = (
@@ -85,7 +86,7 @@ def _layer(case: Case, device: torch.device, dtype: torch.dtype):
     B, T, D, h = case.batch, case.seq_len, case.d_model, case.heads
     gen = torch.Generator(device="cpu").manual_seed(0)
     x = torch.randn(B, T, D, generator=gen).to(device, dtype)
-    causal = torch.ones(T, T, dtype=torch.bool, device=device).tril() if case.causal else None
+    causal = torch.from_numpy(causal_mask(T)).to(device) if case.causal else None
     if case.contender == "sdpa_direct":
         q, k, v = (torch.randn(B, h, T, D // h, generator=gen).to(device, dtype) for _ in "qkv")
         return (
