@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import torch
+import torch.nn.functional as F
 
 from helpers.bench import (
     COLUMNS,
@@ -119,7 +120,39 @@ def test_median_seconds_measures_a_known_delay():
     assert 0.0015 < seconds < 0.05
 
 
-def test_peak_memory_is_not_measured_on_the_cpu():
+def test_cpu_working_memory_counts_the_scores_and_weights_of_explicit_attention():
+    x = torch.randn(2, 4, 512, 16)  # (B, h, T, d_k)
+    square = 2 * 4 * 512 * 512 * 4  # one float32 (B, h, T, T) tensor: 8 MiB
+
+    def explicit():
+        return (x @ x.transpose(-1, -2)).softmax(-1) @ x  # scores and weights live together
+
+    assert peak_memory_bytes(explicit, CPU) == 2 * square
+    fused = peak_memory_bytes(lambda: F.scaled_dot_product_attention(x, x, x), CPU)
+    assert x.nbytes <= fused < square / 4  # the output, and no T x T tensor
+
+
+def test_cpu_working_memory_leaves_out_what_existed_before_the_call():
+    held = torch.ones(1000)
+    assert peak_memory_bytes(lambda: held, CPU) == 0
+    assert peak_memory_bytes(lambda: -held, CPU) == held.nbytes
+
+
+def test_memory_is_not_measured_on_mps_and_not_guessed_when_the_profiler_differs(monkeypatch):
+    assert peak_memory_bytes(lambda: torch.ones(1000), torch.device("mps")) is None
+
+    class NoEvents:
+        def events(self):
+            raise AttributeError("this torch keeps its results elsewhere")
+
+    real_exit = torch.profiler.profile.__exit__
+
+    def exit_without_events(self, *args):
+        result = real_exit(self, *args)
+        self.profiler.kineto_results = NoEvents()
+        return result
+
+    monkeypatch.setattr(torch.profiler.profile, "__exit__", exit_without_events)
     assert peak_memory_bytes(lambda: torch.ones(1000), CPU) is None
 
 
@@ -216,9 +249,20 @@ def test_rows_hold_the_flop_count_and_the_rate_it_implies():
         assert row["status"] == "ok"
         assert row["attn_flops"] == attention_flops(1, 2, row["seq_len"], 8, causal=True)
         assert row["tflops"] == pytest.approx(row["total_flops"] / (row["time_ms"] / 1e3) / 1e12)
-        assert row["peak_mem_mib"] is None and row["peak_fraction"] is None  # CPU: no peak
+        assert row["peak_mem_mib"] > 0 and row["peak_fraction"] is None  # CPU: no table peak
     direct = [r for r in rows if r["contender"] == "sdpa_direct"]
     assert all(r["total_flops"] == r["attn_flops"] for r in direct)
+
+
+def test_explicit_path_memory_grows_with_t_squared_and_sdpa_memory_with_t():
+    config = BenchConfig(
+        contenders=("fused_explicit", "fused_sdpa"),
+        **{**TINY, "causal": (False,), "seq_lens": (256, 512), "d_model": 32, "heads": (4,)},
+    )
+    mib = {(r["contender"], r["seq_len"]): r["peak_mem_mib"] for r in run(config, progress=False)}
+    assert mib[("fused_explicit", 512)] / mib[("fused_explicit", 256)] > 3.5
+    assert 1.5 < mib[("fused_sdpa", 512)] / mib[("fused_sdpa", 256)] < 2.5
+    assert mib[("fused_sdpa", 512)] < mib[("fused_explicit", 512)] / 4
 
 
 def test_compiled_contender_runs_at_tiny_size():

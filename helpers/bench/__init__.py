@@ -29,8 +29,9 @@ CSV columns (one row per measurement):
 ``status``          ``ok``, ``oom`` (out of memory: longer T not tried) or ``unavailable``
 ``reason``          why a row is not ``ok`` (the error's first line, trimmed); empty when ok
 ``time_ms``         median milliseconds per call (``torch.utils.benchmark``, synchronised)
-``peak_mem_mib``    ``torch.cuda.max_memory_allocated`` during one call, MiB, inputs and weights
-                    included; empty on CPU and MPS, where torch keeps no peak ("not measured")
+``peak_mem_mib``    working memory of one call, MiB: the most it holds at once above what was
+                    allocated before it (inputs and weights not counted). CUDA: allocator
+                    statistics; CPU: the profiler's allocation events; empty on MPS ("not measured")
 ``attn_flops``      FLOPs of the attention core (``helpers.bench.flops.attention_flops``)
 ``total_flops``     attention core plus the four projections (equal to ``attn_flops`` for
                     ``sdpa_direct``); causal rows count only the unmasked half

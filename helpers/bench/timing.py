@@ -5,15 +5,20 @@ blocks until ``min_run_time`` seconds have passed and synchronises the accelerat
 MPS on recent torch) around each block, so asynchronous kernel launches are fully counted. We
 report the median time of one call.
 
-Peak memory is ``torch.cuda.max_memory_allocated`` during one call (after resetting the peak),
-in bytes: everything the caching allocator handed out, inputs and weights included. On the CPU
-and on Apple MPS torch keeps no such peak, so the memory is reported as ``None`` ("not
-measured") rather than a number that would mean something else.
+Peak memory is the *working memory* of one call: the most bytes it holds at once on top of
+what was allocated before it started (the inputs and weights are not counted; the output, the
+intermediates such as the ``(B, h, T, T)`` weights, and in a backward pass the gradients are).
+On CUDA it comes from ``torch.cuda.max_memory_allocated`` minus ``memory_allocated`` before the
+call. On the CPU it comes from the PyTorch profiler's memory events (``profile_memory=True``):
+each allocation and free of the CPU allocator, added up in time order. On Apple MPS torch keeps
+no peak, so the memory is ``None`` ("not measured") rather than a number that would mean
+something else.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable
 
 import torch
@@ -43,14 +48,51 @@ def median_seconds(fn: Callable[[], object], device: torch.device, min_run_time:
 
 
 def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> int | None:
-    """Peak bytes allocated on CUDA while ``fn`` runs once; None where torch cannot tell."""
-    if device.type != "cuda":
+    """Working memory of one call of ``fn`` on ``device``, in bytes; None where torch cannot tell.
+
+    The peak of what ``fn`` allocates on top of what was already allocated: CUDA's allocator
+    statistics on a GPU, the profiler's allocation events on the CPU, None on MPS.
+    """
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - before)
+    if device.type == "cpu":
+        return cpu_peak_memory_bytes(fn)
+    return None
+
+
+def cpu_peak_memory_bytes(fn: Callable[[], object]) -> int | None:
+    """Peak bytes the CPU allocator holds for ``fn`` while it runs once, from the profiler.
+
+    Every CPU allocation (+bytes) and free (-bytes) during the call is a ``[memory]`` event;
+    their running sum in time order peaks at the call's working memory. None if this torch's
+    profiler does not expose the events.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    # Kineto logs every profiler start and stop to stderr at its "USDT" level (5); level 6
+    # keeps that noise out of notebooks. It is read when the profiler first starts.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    try:
+        events = prof.profiler.kineto_results.events()
+        changes = sorted(
+            (e.start_ns(), e.nbytes())
+            for e in events
+            if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+        )
+    except AttributeError:  # a torch whose profiler lays its results out differently
         return None
-    synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    fn()
-    synchronize(device)
-    return int(torch.cuda.max_memory_allocated(device))
+    held = peak = 0
+    for _, nbytes in changes:
+        held += nbytes
+        peak = max(peak, held)
+    return peak
 
 
 def is_out_of_memory(error: BaseException) -> bool:
