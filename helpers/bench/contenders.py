@@ -76,28 +76,35 @@ def backend_context(backend: str) -> contextlib.AbstractContextManager:
         "cudnn": "CUDNN_ATTENTION",
         "math": "MATH",
     }
-    if backend not in names or not hasattr(SDPBackend, names[backend]):
+    if backend not in names:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if not hasattr(SDPBackend, names[backend]):
+        raise NotImplementedError(f"torch {torch.__version__} has no SDPBackend.{names[backend]}")
     return sdpa_kernel(getattr(SDPBackend, names[backend]))
+
+
+def _randn(shape: tuple[int, ...], gen: torch.Generator, device: torch.device, dtype) -> Tensor:
+    """Seeded normal values of ``shape`` on ``device``: drawn on a GPU directly (a CPU draw of
+    ``(4, 32768, 1024)`` takes seconds), on the CPU and moved anywhere else."""
+    if device.type == "cuda":
+        return torch.randn(shape, generator=gen, device=device, dtype=dtype)
+    return torch.randn(shape, generator=gen).to(device, dtype)
 
 
 def _layer(case: Case, device: torch.device, dtype: torch.dtype):
     """The model function, its tensor inputs and its parameters for ``case``."""
     B, T, D, h = case.batch, case.seq_len, case.d_model, case.heads
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    x = torch.randn(B, T, D, generator=gen).to(device, dtype)
-    causal = torch.from_numpy(causal_mask(T)).to(device) if case.causal else None
+    gen = torch.Generator(device=device if device.type == "cuda" else "cpu").manual_seed(0)
     if case.contender == "sdpa_direct":
-        q, k, v = (torch.randn(B, h, T, D // h, generator=gen).to(device, dtype) for _ in "qkv")
-        return (
-            (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)),
-            (
-                q,
-                k,
-                v,
-            ),
-            [],
-        )
+        q, k, v = (_randn((B, h, T, D // h), gen, device, dtype) for _ in "qkv")
+        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)  # noqa: E731
+        return fn, (q, k, v), []
+    x = _randn((B, T, D), gen, device, dtype)
+    # Only the explicit contenders take a mask tensor (T x T booleans: 1 GiB at T = 32768);
+    # the SDPA contenders pass is_causal and never build one.
+    causal = None
+    if case.causal and case.contender in ("naive", "torch_mha"):
+        causal = torch.from_numpy(causal_mask(T)).to(device)
     if case.contender == "torch_mha":
         module = nn.MultiheadAttention(D, h, batch_first=True).to(device, dtype).eval()
         mask = None if causal is None else ~causal  # torch's convention: True = masked out

@@ -5,6 +5,11 @@ sequence length in turn. An out-of-memory error is recorded as ``status="oom"`` 
 series (a longer sequence would not fit either); any other failure (a backend that cannot run
 these inputs, a dtype the device lacks, a compiler that is missing) is recorded as
 ``status="unavailable"`` with the reason, and also ends the series. Nothing crashes the run.
+
+Series that differ only in their contender (the same dtype, mode, mask, heads, compilation and
+backend) form a *group*, and a group is measured one sequence length at a time, every contender
+in turn: ``fused_sdpa`` and ``sdpa_functional`` at one T are timed seconds apart, under the same
+clocks and temperature, which is what a 5 % comparison between them needs.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from helpers.bench.timing import (
 )
 
 REASON_CHARS = 300  # keep the CSV readable: the first line of the error, trimmed
+# What a measurement may raise and the sweep survives (CUDA's OutOfMemoryError, torch.compile's
+# errors and AcceleratorError are RuntimeErrors).
+CAUGHT = (RuntimeError, ValueError, TypeError, NotImplementedError, AssertionError)
 
 
 @dataclass
@@ -61,31 +69,48 @@ def _backends_for(contender: str, backends: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def series(config: BenchConfig) -> Iterator[dict]:
-    """Every series of the sweep, as the fields shared by its rows."""
-    for contender in config.contenders:
-        for backend, compiled, dtype, causal, mode, heads in itertools.product(
-            _backends_for(contender, config.backends),
-            config.compiled,
-            config.dtypes,
-            config.causal,
-            config.modes,
-            config.heads,
-        ):
-            yield dict(
-                contender=contender,
-                backend=backend,
-                compiled=compiled,
-                dtype=dtype,
-                causal=causal,
-                mode=mode,
-                heads=heads,
-            )
+    """Every series of the sweep, as the fields shared by its rows, group by group.
+
+    Groups follow ``dtypes``, ``modes``, ``causal``, ``heads``, ``compiled`` and ``backends``
+    (``-``, the contenders without SDPA, first); within a group, contenders keep their order.
+    """
+    slots = ("-", *config.backends)
+    for dtype, mode, causal, heads, compiled, slot in itertools.product(
+        config.dtypes, config.modes, config.causal, config.heads, config.compiled, slots
+    ):
+        for contender in config.contenders:
+            if slot in _backends_for(contender, config.backends):
+                yield dict(
+                    contender=contender,
+                    backend=slot,
+                    compiled=compiled,
+                    dtype=dtype,
+                    causal=causal,
+                    mode=mode,
+                    heads=heads,
+                )
+
+
+def groups(config: BenchConfig) -> list[list[dict]]:
+    """:func:`series` gathered into groups that differ only in the contender."""
+    gathered: dict[tuple, list[dict]] = {}
+    for fields in series(config):
+        key = tuple(v for k, v in fields.items() if k != "contender")
+        gathered.setdefault(key, []).append(fields)
+    return list(gathered.values())
 
 
 def _reason(error: BaseException, caught: list) -> str:
     lines = [str(w.message).splitlines()[0] for w in caught if str(w.message).strip()]
     text = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error) else ''}"
     return "; ".join([text, *lines])[:REASON_CHARS]
+
+
+def _time_and_memory(case: Case, device: torch.device, min_run_time: float):
+    """Median seconds and working bytes of ``case``. Its tensors die when this returns."""
+    step = make_step(case, device)
+    step()  # warm-up: compiles, picks kernels, and fails early if it cannot run
+    return median_seconds(step, device, min_run_time), peak_memory_bytes(step, device)
 
 
 def measure(case: Case, device: torch.device, name: str, min_run_time: float) -> dict:
@@ -97,20 +122,20 @@ def measure(case: Case, device: torch.device, name: str, min_run_time: float) ->
     if case.contender != "sdpa_direct":
         proj = fl.projection_flops(case.batch, case.seq_len, case.d_model, mode)
     row.update(attn_flops=attn, total_flops=attn + proj, peak_tflops=peak_tflops(name, case.dtype))
+    failure = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            step = make_step(case, device)
-            step()  # warm-up: compiles, picks kernels, and fails early if it cannot run
-            seconds = median_seconds(step, device, min_run_time)
-            memory = peak_memory_bytes(step, device)
-        except (RuntimeError, ValueError, TypeError, NotImplementedError, AssertionError) as error:
-            oom = is_out_of_memory(error)
-            row.update(status="oom" if oom else "unavailable", reason=_reason(error, caught))
-            free_memory(device)
-            return row
-    if device.type != "cpu":  # give the cache back before the next, larger size
+            seconds, memory = _time_and_memory(case, device, min_run_time)
+        except CAUGHT as error:
+            failure = ("oom" if is_out_of_memory(error) else "unavailable", _reason(error, caught))
+    # Only now is the error gone, and with its traceback the frames that held the case's
+    # tensors: the cache can be given back before the next, larger size.
+    if failure is not None or device.type != "cpu":
         free_memory(device)
+    if failure is not None:
+        row.update(status=failure[0], reason=failure[1])
+        return row
     tflops = fl.tflops_per_second(row["total_flops"], seconds)
     peak = row["peak_tflops"]
     row.update(
@@ -155,20 +180,25 @@ def run(
         emit(dict(contender="all", device_type=device.type, status="unavailable", reason=problem))
         return rows
     name = device_name(device)
-    plan = list(series(config))
+    plan = groups(config)
     lengths = sorted(config.seq_lens)
+    total = sum(len(group) for group in plan) * len(lengths)
     start = time.perf_counter()
-    with tqdm(total=len(plan) * len(lengths), desc="benchmark", disable=not progress) as bar:
-        for fields in plan:
+    with tqdm(total=total, desc="benchmark", disable=not progress) as bar:
+        for group in plan:
+            live = list(group)
             for i, seq_len in enumerate(lengths):
-                if config.time_budget_s and time.perf_counter() - start > config.time_budget_s:
-                    bar.close()
-                    return rows
-                case = Case(batch=config.batch, seq_len=seq_len, d_model=config.d_model, **fields)
-                row = measure(case, device, name, config.min_run_time)
-                emit(row)
-                bar.update(1)
-                if row["status"] != "ok":  # longer sequences would fail the same way
-                    bar.update(len(lengths) - i - 1)
-                    break
+                for fields in list(live):
+                    if config.time_budget_s and time.perf_counter() - start > config.time_budget_s:
+                        bar.write(f"time budget of {config.time_budget_s:g} s spent: stopped")
+                        return rows
+                    case = Case(
+                        batch=config.batch, seq_len=seq_len, d_model=config.d_model, **fields
+                    )
+                    row = measure(case, device, name, config.min_run_time)
+                    emit(row)
+                    bar.update(1)
+                    if row["status"] != "ok":  # longer sequences would fail the same way
+                        live.remove(fields)
+                        bar.update(len(lengths) - i - 1)
     return rows
