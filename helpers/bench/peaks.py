@@ -3,21 +3,48 @@
 Figures are **dense** (no 2:4 sparsity) tensor-core TFLOP/s with FP32 accumulation, which is what
 PyTorch's bf16/fp16 matmuls use, and the plain FP32 (CUDA-core) rate for float32, since PyTorch
 does not use TF32 for float32 matmuls unless ``torch.backends.cuda.matmul.allow_tf32`` (or
-``torch.set_float32_matmul_precision("high")``) turns it on. Vendor data sheets often print the
-sparse figure, twice these. Sources, by row:
+``torch.set_float32_matmul_precision("high")``) turns it on. Data sheets print the sparse figure
+(marked "with sparsity"), twice the dense one. GeForce cards run FP16 with FP32 accumulation at
+half the rate of FP16 with FP16 accumulation; their whitepapers print both and we take the
+first. Sources, by row, with each figure as printed there:
 
-- H100 SXM, H200 SXM: NVIDIA H100 and H200 Tensor Core GPU data sheets (BF16/FP16 1,979 TFLOPS
-  "with sparsity", so 989 dense; FP32 67). H100 PCIe: the H100 data sheet, PCIe column (1,513
-  with sparsity, so 756 dense; FP32 51).
-- A100 (SXM and PCIe): NVIDIA A100 data sheet (BF16/FP16 312 dense, 624 sparse; FP32 19.5).
-- RTX 4090: NVIDIA Ada Lovelace architecture whitepaper, appendix table (FP16/BF16 tensor with
-  FP32 accumulate 165.2 dense; FP32 82.6).
-- RTX 3090: NVIDIA Ampere GA102 architecture whitepaper (FP16/BF16 tensor with FP32 accumulate
-  71 dense; FP32 35.6).
-- L4: NVIDIA L4 data sheet (BF16/FP16 242 with sparsity, so 121 dense; FP32 30.3).
-- A10: NVIDIA A10 data sheet (BF16/FP16 250 with sparsity, so 125 dense; FP32 31.2).
-- T4: NVIDIA T4 data sheet (FP16 mixed precision 65; FP32 8.1; Turing has no bf16 tensor
-  cores, so bfloat16 has no entry).
+- H100 SXM, H100 PCIe: NVIDIA H100 Tensor Core GPU data sheet. SXM: FP32 67 teraFLOPS,
+  BF16 and FP16 Tensor Core 1,979 teraFLOPS "with sparsity", so 989 dense (the H100
+  architecture whitepaper gives 989.4 dense, 1978.9 sparse). PCIe: FP32 51, BF16 and FP16
+  1,513 with sparsity, so 756 dense.
+- H200 SXM: NVIDIA H200 Tensor Core GPU data sheet, H200 SXM column: FP32 67 TFLOPS, BF16 and
+  FP16 Tensor Core 1,979 TFLOPS with sparsity, so 989 dense (the same GH100 compute as H100 SXM).
+- A100 (SXM and PCIe, 40 and 80 GB): NVIDIA A100 Tensor Core GPU data sheet: FP32 19.5 TFLOPS;
+  BFLOAT16 and FP16 Tensor Core 312 TFLOPS, 624 with sparsity.
+- RTX 4090: NVIDIA Ada GPU Architecture whitepaper, appendix table for the GeForce RTX 4090:
+  Peak FP16 Tensor TFLOPS with FP16 Accumulate 330.3/660.6, with FP32 Accumulate 165.2/330.4;
+  Peak BF16 Tensor TFLOPS with FP32 Accumulate 165.2/330.4; Peak FP32 TFLOPS 82.6.
+- RTX 3090: NVIDIA Ampere GA102 GPU Architecture whitepaper, appendix A (GeForce RTX 3090):
+  Peak FP16 Tensor TFLOPS with FP16 Accumulate 142/284, with FP32 Accumulate 71/142; Peak BF16
+  Tensor TFLOPS with FP32 Accumulate 71/142; Peak FP32 TFLOPS 35.6.
+- L4: NVIDIA L4 Tensor Core GPU data sheet: FP32 30.3 teraFLOPS; BF16 and FP16 Tensor Core
+  242 teraFLOPS with sparsity, so 121 dense.
+- A10: NVIDIA A10 Tensor Core GPU data sheet: FP32 31.2 teraFLOPS; BF16 and FP16 Tensor Core
+  125 teraFLOPS, 250 with sparsity. Data-centre GA102 parts are not halved like the 3090.
+- T4: NVIDIA T4 Tensor Core GPU data sheet: Single-Precision 8.1 TFLOPS; Mixed-Precision
+  (FP16/FP32) 65 TFLOPS (Turing has no sparsity and no bf16 tensor cores, so no bfloat16 entry).
+
+Each dense figure also follows from SMs x clock x per-SM rate: 82 x 1.695 GHz x 512 FP16
+FMA/clock x 2 = 142 TFLOP/s for the 3090 (71 with FP32 accumulate); 72 x 1.695 GHz x 1024
+FLOP/clock = 125 for the A10; 58 x 2.04 GHz x 1024 = 121 for the L4; 128 x 2.52 GHz x 1024
+= 330 for the 4090 (165 with FP32 accumulate); 40 x 1.59 GHz x 1024 = 65 for the T4.
+
+No row, so a lookup gives None rather than another card's figure:
+
+- H100 NVL, H200 NVL: PCIe boards with their own, lower-power data-sheet columns (the first
+  H100 NVL sheet printed figures for a two-GPU pair); we could not check a copy, and the SXM
+  figure would overstate them.
+- A10G (AWS): a variant with no NVIDIA data sheet whose tensor rate differs from the A10's.
+- GH200, L40S, RTX 4090 D, RTX 4090 Laptop GPU, RTX 3090 Ti: other chips, clocks or SM counts.
+
+Patterns match the names ``torch.cuda.get_device_name`` prints ("NVIDIA H100 80GB HBM3",
+"NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB", "NVIDIA GeForce RTX 4090", "Tesla T4", ...) and
+are mutually exclusive, so the order of the rows does not matter.
 """
 
 from __future__ import annotations
@@ -35,18 +62,21 @@ class DevicePeak:
     tflops: dict[str, float]
 
 
-# Most specific patterns first: "H100 PCIe" before "H100", "A10" must not match "A100".
+def _tensor(bf16_fp16: float, fp32: float) -> dict[str, float]:
+    return {"bfloat16": bf16_fp16, "float16": bf16_fp16, "float32": fp32}
+
+
+# "\bA10\b" cannot match "A100" or "A10G"; "\bL4\b" cannot match "L40S"; "$" keeps the
+# RTX rows off "RTX 4090 D", "... Laptop GPU" and "RTX 3090 Ti".
 PEAKS: tuple[DevicePeak, ...] = (
-    DevicePeak("H200", r"\bH200\b", {"bfloat16": 989.0, "float16": 989.0, "float32": 67.0}),
-    DevicePeak(
-        "H100 PCIe", r"\bH100\b.*PCIe", {"bfloat16": 756.0, "float16": 756.0, "float32": 51.0}
-    ),
-    DevicePeak("H100", r"\bH100\b", {"bfloat16": 989.0, "float16": 989.0, "float32": 67.0}),
-    DevicePeak("A100", r"\bA100\b", {"bfloat16": 312.0, "float16": 312.0, "float32": 19.5}),
-    DevicePeak("RTX 4090", r"RTX 4090", {"bfloat16": 165.2, "float16": 165.2, "float32": 82.6}),
-    DevicePeak("RTX 3090", r"RTX 3090", {"bfloat16": 71.0, "float16": 71.0, "float32": 35.6}),
-    DevicePeak("L4", r"\bL4\b", {"bfloat16": 121.0, "float16": 121.0, "float32": 30.3}),
-    DevicePeak("A10", r"\bA10\b", {"bfloat16": 125.0, "float16": 125.0, "float32": 31.2}),
+    DevicePeak("H200 SXM", r"\bH200\b(?!.*\bNVL\b)", _tensor(989.0, 67.0)),
+    DevicePeak("H100 PCIe", r"\bH100\b.*\bPCIe\b", _tensor(756.0, 51.0)),
+    DevicePeak("H100 SXM", r"\bH100\b(?!.*\b(?:PCIe|NVL)\b)", _tensor(989.0, 67.0)),
+    DevicePeak("A100", r"\bA100\b", _tensor(312.0, 19.5)),
+    DevicePeak("RTX 4090", r"\bRTX 4090\s*$", _tensor(165.2, 82.6)),
+    DevicePeak("RTX 3090", r"\bRTX 3090\s*$", _tensor(71.0, 35.6)),
+    DevicePeak("L4", r"\bL4\b", _tensor(121.0, 30.3)),
+    DevicePeak("A10", r"\bA10\b", _tensor(125.0, 31.2)),
     DevicePeak("T4", r"\bT4\b", {"float16": 65.0, "float32": 8.1}),
 )
 

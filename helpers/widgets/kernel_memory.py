@@ -20,13 +20,18 @@ from helpers.bench.peaks import peak_tflops
 BATCH, HEADS = 4, 16  # the sizes of the weights printed in notebook 07, section 5
 LOG2_T = (9, 17)  # the sequence lengths drawn: T = 512 .. 131072
 DTYPES = ("float32", "bfloat16", "float16")
-# Memory in GB (1e9 bytes) as the vendors' data sheets give it; the name finds the peak.
+# Memory as the data sheets print it, in the label, and in bytes. A GPU data sheet's "GB" is a
+# binary gigabyte (GiB, 2**30 bytes), so 141 GB is 141 * 2**30 bytes (151.4e9), not 141e9:
+# nvidia-smi's totals are 143771 MiB on an NVIDIA H200 (140.4 GiB), 81559 MiB on an H100 80GB
+# HBM3 (79.6 GiB), 81920 MiB on an A800-SXM4-80GB (the A100 80GB's export twin, 80 GiB), 24564
+# MiB on an RTX 4090 (24.0 GiB); all above n * 1e9 bytes. A T4 with ECC on (as in Colab) shows
+# 15360 MiB (15 GiB): ECC keeps 1/16 of its 16 GiB. The name finds the peak (helpers.bench.peaks).
 DEVICES = {
-    "T4 (16 GB)": ("Tesla T4", 16e9),
-    "RTX 4090 (24 GB)": ("NVIDIA GeForce RTX 4090", 24e9),
-    "A100 (80 GB)": ("NVIDIA A100-SXM4-80GB", 80e9),
-    "H100 SXM (80 GB)": ("NVIDIA H100 80GB HBM3", 80e9),
-    "H200 (141 GB)": ("NVIDIA H200", 141e9),
+    "T4 (16 GB)": ("Tesla T4", 16 * 2**30),
+    "RTX 4090 (24 GB)": ("NVIDIA GeForce RTX 4090", 24 * 2**30),
+    "A100 (80 GB)": ("NVIDIA A100-SXM4-80GB", 80 * 2**30),
+    "H100 SXM (80 GB)": ("NVIDIA H100 80GB HBM3", 80 * 2**30),
+    "H200 (141 GB)": ("NVIDIA H200", 141 * 2**30),
 }
 GIB = 2**30
 
