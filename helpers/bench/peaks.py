@@ -34,6 +34,13 @@ FMA/clock x 2 = 142 TFLOP/s for the 3090 (71 with FP32 accumulate); 72 x 1.695 G
 FLOP/clock = 125 for the A10; 58 x 2.04 GHz x 1024 = 121 for the L4; 128 x 2.52 GHz x 1024
 = 330 for the 4090 (165 with FP32 accumulate); 40 x 1.59 GHz x 1024 = 65 for the T4.
 
+What was checked, and against what: NVIDIA's PDFs themselves were not at hand. The H100 table
+was read in a reseller's copy of the data sheet ("Shown with sparsity. Specifications 1/2 lower
+without sparsity"); 989.4 and the A100's 312/624 and 19.5 in pages quoting the whitepaper and
+data sheet; the A100 column of NVIDIA's Hopper blog table on NVIDIA's developer forum. The
+H200, L4, A10, T4, RTX 4090 and RTX 3090 figures were confirmed only by secondary pages that
+agree with them and by the arithmetic above.
+
 No row, so a lookup gives None rather than another card's figure:
 
 - H100 NVL, H200 NVL: PCIe boards with their own, lower-power data-sheet columns (the first
