@@ -4,7 +4,11 @@ Examples::
 
     python -m helpers.bench --preset tiny            # seconds, any machine
     python -m helpers.bench --preset cpu-note        # B=8 T=1024 D=768 h=12 fp32 causal forward
+    python -m helpers.bench --preset gpu-goals --out benchmarks/results/h200 --run-name goals
     python -m helpers.bench --preset gpu --out benchmarks/results/h200   # see benchmarks/README.md
+    python -m helpers.bench --check-goals benchmarks/results/h200        # verdicts, no run
+
+It needs only torch, numpy, pandas, matplotlib, seaborn and tqdm (no ipywidgets, no network).
 """
 
 from __future__ import annotations
@@ -43,6 +47,23 @@ PRESETS: dict[str, dict] = {
         d_model=768,
         heads="12",
         min_run_time=2.0,
+    ),
+    # Exactly what the goals of issue #5 need (helpers/bench/goals.py): 3 contenders x 4
+    # backends x 2 masks x 2 head sizes x 6 lengths = 288 measurements, about 4 minutes on an
+    # H200 (benchmarks/README.md); the budget stops it well inside a 10-minute slot.
+    "gpu-goals": dict(
+        contenders="fused_sdpa,sdpa_functional,sdpa_direct",
+        backends="default,flash,cudnn,efficient",
+        dtypes="bfloat16",
+        causal="both",
+        modes="forward",
+        min_seq_len=1024,
+        max_seq_len=32768,
+        batch=4,
+        d_model=1024,
+        head_dims="64,128",
+        min_run_time=0.5,
+        time_budget=540,
     ),
     "gpu": dict(
         contenders="all",
@@ -98,6 +119,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-name", help="file stem of the CSV/JSON/PNGs (default: a timestamp)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the plan and its time; run nothing"
+    )
+    p.add_argument(
+        "--check-goals",
+        metavar="RESULTS_DIR",
+        help="print issue #5's goal verdicts for the CSVs in RESULTS_DIR; run nothing",
+    )
     return p
 
 
@@ -195,9 +224,41 @@ def default_out(device: str, name: str) -> Path:
     return results / _slug(name) if device.startswith("cuda") else results / "local" / _slug(name)
 
 
+def plan_text(config: BenchConfig) -> str:
+    """How many measurements ``config`` makes, and the least time their timing takes."""
+    from helpers.bench.runner import series
+
+    count = sum(1 for _ in series(config)) * len(config.seq_lens)
+    floor = count * config.min_run_time
+    budget = f", stopped after {config.time_budget_s:g} s" if config.time_budget_s else ""
+    return (
+        f"plan: {count} measurements on {config.device}; timing alone takes at least "
+        f"{count} x {config.min_run_time:g} s = {floor / 60:.1f} min, plus a warm-up, a memory "
+        f"call and set-up each{budget}"
+    )
+
+
+def print_goals(rows: list[dict], out: Path) -> None:
+    """The verdicts of issue #5's goals on this run's rows."""
+    import pandas as pd
+
+    from helpers.bench.goals import check_goals, format_goals
+
+    print(format_goals(check_goals(pd.DataFrame(rows)), "this run"))
+    print(f"(all runs in the folder: python -m helpers.bench --check-goals {out.as_posix()})")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.check_goals:
+        from helpers.bench.goals import report
+
+        print(report(args.check_goals))
+        return 0
     config = build_config(args)
+    print(plan_text(config))
+    if args.dry_run:
+        return 0
     import torch
 
     problem = device_problem(torch.device(config.device))
@@ -233,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"unavailable: {row['reason']}")
     if args.preset == "cpu-note":
         print_note(rows)
+    if "bfloat16" in config.dtypes:
+        print_goals(rows, out)
     return 0
 
 
