@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import time
 
 import matplotlib.pyplot as plt
@@ -397,3 +398,180 @@ def test_a_local_run_is_not_taken_for_committed_results(tmp_path):
         (tmp_path / name / "run.csv").write_text("x\n")
         (tmp_path / name / "run.json").write_text("{}")
     assert [p.name for p in committed_results(tmp_path)] == ["h200"]
+
+
+# --- the CUDA paths, faked on the CPU ----------------------------------------------------------
+
+
+def test_out_of_memory_frees_the_failed_cases_tensors_and_stops_only_that_series(monkeypatch):
+    import weakref
+
+    held: list[weakref.ref] = []
+    alive_at_free: list[bool] = []
+    real = runner_module.make_step
+
+    def big_case_runs_out(case, device):
+        if case.contender != "naive" or case.seq_len < 16:
+            return real(case, device)
+        workspace = torch.ones(1000)  # what a real CUDA case holds when it runs out
+        held.append(weakref.ref(workspace))
+
+        def step():
+            workspace.add_(1)
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+
+        return step
+
+    def record_free(device):
+        alive_at_free.append(any(ref() is not None for ref in held))
+
+    monkeypatch.setattr(runner_module, "make_step", big_case_runs_out)
+    monkeypatch.setattr(runner_module, "free_memory", record_free)
+    config = BenchConfig(contenders=("naive", "fused_sdpa"), **{**TINY, "seq_lens": (8, 16, 32)})
+    rows = run(config, progress=False)
+    seen = [(r["contender"], r["seq_len"], r["status"]) for r in rows]
+    assert ("naive", 16, "oom") in seen and ("naive", 32, "ok") not in seen
+    assert [s for s in seen if s[0] == "fused_sdpa"] == [
+        ("fused_sdpa", t, "ok") for t in (8, 16, 32)
+    ]
+    assert alive_at_free == [False]  # freed once, after the case's tensors were gone
+
+
+def test_an_unavailable_backend_row_carries_the_error_and_the_warnings_that_explain_it(
+    monkeypatch,
+):
+    import warnings
+
+    real = runner_module.make_step
+
+    def flash_refuses(case, device):
+        if case.backend != "flash":
+            return real(case, device)
+
+        def step():
+            warnings.warn("Flash attention requires q, k, v of the same dtype", stacklevel=1)
+            raise RuntimeError("No available kernel. Aborting execution.\nmore detail")
+
+        return step
+
+    monkeypatch.setattr(runner_module, "make_step", flash_refuses)
+    config = BenchConfig(contenders=("sdpa_direct",), backends=("flash", "math"), **TINY)
+    rows = run(config, progress=False)
+    flash = [r for r in rows if r["backend"] == "flash"]
+    assert [r["status"] for r in flash] == ["unavailable"]
+    assert flash[0]["reason"] == (
+        "RuntimeError: No available kernel. Aborting execution.; "
+        "Flash attention requires q, k, v of the same dtype"
+    )
+    assert [r["status"] for r in rows if r["backend"] == "math"] == ["ok", "ok"]
+
+
+def test_contenders_compared_with_each_other_are_timed_side_by_side_at_each_length():
+    config = BenchConfig(
+        contenders=("fused_sdpa", "sdpa_functional"),
+        backends=("default", "math"),
+        **{**TINY, "seq_lens": (8, 16)},
+    )
+    order = [(r["backend"], r["seq_len"], r["contender"]) for r in run(config, progress=False)]
+    assert order == [
+        (backend, t, c)
+        for backend in ("default", "math")
+        for t in (8, 16)
+        for c in ("fused_sdpa", "sdpa_functional")
+    ]
+
+
+def test_sdpa_contenders_never_build_a_t_by_t_mask(monkeypatch):
+    from helpers.bench import contenders
+
+    def no_mask(T):
+        raise AssertionError(f"a ({T}, {T}) mask was built")
+
+    monkeypatch.setattr(contenders, "causal_mask", no_mask)
+    for name in ("fused_sdpa", "sdpa_functional", "sdpa_direct"):
+        case = Case(name, "default", False, "float32", True, "forward", 1, 8, 16, 2)
+        assert make_step(case, CPU)().shape[-2] == 8
+    with pytest.raises(AssertionError, match="mask was built"):
+        make_step(Case("naive", "-", False, "float32", True, "forward", 1, 8, 16, 2), CPU)
+
+
+def test_command_runs_without_ipywidgets_or_jupyter(tmp_path):
+    """The GPU machine has torch, numpy, pandas, matplotlib, seaborn and tqdm, nothing more."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import sys
+        for name in ("ipywidgets", "nbformat", "nbclient", "IPython", "ipykernel", "jupyter_client"):
+            sys.modules[name] = None  # import name -> ImportError
+        from helpers.bench.__main__ import main
+        try:
+            main(["--help"])
+        except SystemExit as done:
+            assert done.code == 0, done.code
+        assert main(["--preset", "tiny", "--device", "cpu", "--contenders", "fused_sdpa",
+                     "--seq-lens", "8", "--out", {str(tmp_path)!r}, "--no-progress"]) == 0
+        assert main(["--check-goals", {str(tmp_path)!r}]) == 0
+        tops = {{m.split(".")[0] for m, module in sys.modules.items() if module is not None}}
+        where = {{m: getattr(sys.modules[m], "__file__", None) for m in tops}}
+        print("imported:", json.dumps({{m: f for m, f in where.items() if f}}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "import json\n" + script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage: python -m helpers.bench" in done.stdout and "NOT MEASURED" in done.stdout
+    imported = json.loads(done.stdout.split("imported:")[1])
+    assert "torch" in imported and not imported.keys() & {"ipywidgets", "nbformat", "IPython"}
+    allowed = _installed_with("torch", "numpy", "pandas", "matplotlib", "seaborn", "tqdm")
+    assert _distributions(imported.values()) <= allowed
+
+
+def _distributions(files) -> set[str]:
+    """The installed distributions (normalised names) that the module ``files`` belong to."""
+    import importlib.metadata as md
+    import sys
+    from pathlib import Path
+
+    providers = md.packages_distributions()
+    roots = [Path(p).resolve() for p in sys.path if p.endswith("-packages")]
+    names = set()
+    for file in map(Path, files):
+        for root in roots:
+            if file.resolve().is_relative_to(root):
+                top = file.resolve().relative_to(root).parts[0].split(".")[0]
+                if top.startswith("__editable__"):  # this course's own `pip install -e .`
+                    continue
+                names |= {_norm(d) for d in providers.get(top, [top])}
+    return names
+
+
+def _installed_with(*roots: str) -> set[str]:
+    """``roots`` and every distribution they require, recursively (extras left out)."""
+    import importlib.metadata as md
+    import re
+
+    seen, todo = set(), [_norm(r) for r in roots]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = md.requires(name) or []
+        except md.PackageNotFoundError:
+            continue
+        for req in requires:
+            if "extra ==" not in req:
+                todo.append(_norm(re.match(r"[A-Za-z0-9._-]+", req).group()))
+    return seen
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
