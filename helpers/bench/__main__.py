@@ -233,9 +233,13 @@ def plan_text(config: BenchConfig) -> str:
     budget = f", stopped after {config.time_budget_s:g} s" if config.time_budget_s else ""
     return (
         f"plan: {count} measurements on {config.device}; timing alone takes at least "
-        f"{count} x {config.min_run_time:g} s = {floor / 60:.1f} min, plus a warm-up, a memory "
+        f"{count} x {config.min_run_time:g} s = {_duration(floor)}, plus a warm-up, a memory "
         f"call and set-up each{budget}"
     )
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def print_goals(rows: list[dict], out: Path) -> None:
