@@ -10,6 +10,7 @@ import re
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 import torch
 from conftest import ROOT
@@ -148,7 +149,7 @@ def test_kernel_memory_text_gives_flops_peak_time_and_what_fits():
     assert "T = 4096, d_k = 64, bfloat16" in text
     assert "0.275 TFLOP: at least 0.278 ms at the 989 TFLOP/s dense peak" in text
     assert "explicit weights (B, h, T, T):" in text and "2.000 GiB" in text
-    assert "the weights alone fit up to T = 33,189" in text
+    assert "the weights alone fit up to T = 34,391" in text  # isqrt(141 GiB / (4 * 16 * 2 B))
     assert fig.axes[0].get_title().endswith("T = 4,096")
     _, text = kernel_memory.render_kernel_memory(12, 64, "bfloat16", "T4 (16 GB)")
     assert "no bfloat16 peak listed for this GPU" in text  # a T4 has no bf16 tensor cores
@@ -183,3 +184,54 @@ def test_kernel_memory_explorer_redraws_when_driven_headless():
     dtype.value = "float32"
     assert "float32" in box.caption.value and box.caption.value != first_caption
     assert box.last_render_seconds < 2.0
+
+
+def _memory_cell():
+    cells = [c for c in code_cells(read(NOTEBOOK)) if "2 x weights" in c.source]
+    assert len(cells) == 1
+    return cells[0]
+
+
+def test_memory_cell_is_checked_and_proves_the_explicit_path_holds_scores_and_weights():
+    cell = _memory_cell()
+    assert "NBVAL_IGNORE_OUTPUT" not in cell.source  # its output is the proof, so nbval checks it
+    config = BenchConfig(
+        contenders=("naive", "fused_sdpa"),
+        causal=(False,),
+        modes=("forward",),
+        seq_lens=(64, 128, 256),
+        batch=1,
+        d_model=16,
+        heads=(2,),
+        min_run_time=0.005,
+    )
+    frame = pd.DataFrame(run(config, progress=False))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(cell.source, "nb07-memory", "exec"), {"live": config, "live_frame": frame})
+    lines = out.getvalue().splitlines()
+    assert [line.split()[0] for line in lines[1:4]] == ["64", "128", "256"]
+    rests = {line.split()[-1] for line in lines[1:4]}  # the rest, in (B, T, D) tensors
+    assert len(rests) == 1 and float(rests.pop()).is_integer()  # the same few tensors at every T
+    assert lines[-1].startswith("✅ last doubling of T: the explicit path's memory x3.")
+
+
+def test_memory_cell_refuses_a_measurement_smaller_than_the_scores_and_weights():
+    frame = pd.DataFrame(
+        [
+            dict(contender="naive", status="ok", seq_len=t, peak_mem_mib=2 * t * t * 4 / 2**20)
+            for t in (64, 128)
+        ]
+    )  # one (B, h, T, T) tensor where the explicit path keeps two
+    config = BenchConfig(batch=1, d_model=16, heads=(2,))
+    with pytest.raises(AssertionError), contextlib.redirect_stdout(io.StringIO()):
+        exec(
+            compile(_memory_cell().source, "nb07-memory", "exec"),
+            {"live": config, "live_frame": frame},
+        )
+
+
+def test_no_prose_says_memory_is_measured_only_on_cuda():
+    text = " ".join(c.source for c in read(NOTEBOOK).cells if c.cell_type == "markdown")
+    assert "only measured on CUDA" not in text and "real peaks on CUDA" not in text
+    assert "on a CPU from the PyTorch profiler" in text

@@ -35,11 +35,12 @@ def plot_results(
     causal: bool = False,
     d_k: int | None = None,
 ) -> Figure:
-    """Three panels (time, peak memory, TFLOP/s vs T) for one dtype, mode and mask.
+    """Three panels (time, working memory, TFLOP/s vs T) for one dtype, mode and mask.
 
-    ``source`` is a CSV path, a results folder or a DataFrame. The TFLOP/s panel draws the
-    device's dense peak for ``dtype`` when it is known; the memory panel says when the device
-    does not measure memory (CPU, MPS). The title names the device that produced the rows.
+    ``source`` is a CSV path, a results folder or a DataFrame. Time and memory are on log-log
+    axes, where ``T^2`` growth is twice as steep as ``T``. The TFLOP/s panel draws the device's
+    dense peak for ``dtype`` when it is known; the memory panel says when the device does not
+    measure memory (MPS). The title names the device that produced the rows.
     """
     frame = load_results(source)
     rows, d_k = _select(frame, dtype, mode, causal, d_k)
@@ -49,7 +50,10 @@ def plot_results(
         )
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     hue_order = sorted(rows["series"].unique())
-    panels = (("time_ms", "time per call (ms)"), ("peak_mem_mib", "peak memory (MiB)"))
+    panels = (
+        ("time_ms", "time per call (ms)"),
+        ("peak_mem_mib", "working memory of one call (MiB)"),
+    )
     for ax, (column, label) in zip(axes[:2], panels, strict=True):
         data = rows.dropna(subset=[column])
         if data.empty:

@@ -1,8 +1,17 @@
-"""Headline figures from a results table: speed-ups and the fraction of the device peak."""
+"""Headline figures from a results table: speed-up, memory saved, and fractions of a ceiling.
+
+Two ceilings: the device's datasheet dense peak (the ``peak_tflops`` column, for the GPUs in
+``helpers.bench.peaks``) and, on any device, the measured rate of a plain matmul
+(:func:`helpers.bench.ceiling.measured_matmul_tflops`), given to :func:`best_ceiling_fraction`.
+"""
 
 from __future__ import annotations
 
 import pandas as pd
+
+from helpers.bench.ceiling import ceiling_fraction
+
+EXPLICIT = ("naive", "fused_explicit")  # the contenders that form the (B, h, T, T) weights
 
 
 def _ok(frame: pd.DataFrame, **where) -> pd.DataFrame:
@@ -10,6 +19,23 @@ def _ok(frame: pd.DataFrame, **where) -> pd.DataFrame:
     for column, value in where.items():
         rows = rows[rows[column] == value]
     return rows
+
+
+def _at_largest_common_t(
+    frame: pd.DataFrame, column: str, fast: str, slow: str, fast_backend: str, **where
+) -> tuple[int, float, float] | None:
+    """``(T, fast value, slow value)`` of ``column`` at the largest T both contenders measured."""
+    if column not in frame.columns:  # e.g. a run where nothing was measured
+        return None
+    fast_rows = _ok(frame, contender=fast, backend=fast_backend, **where).dropna(subset=[column])
+    slow_rows = _ok(frame, contender=slow, **where).dropna(subset=[column])
+    common = sorted(set(fast_rows["seq_len"]) & set(slow_rows["seq_len"]))
+    if not common:
+        return None
+    seq_len = common[-1]
+    fast_value = float(fast_rows[fast_rows["seq_len"] == seq_len][column].min())
+    slow_value = float(slow_rows[slow_rows["seq_len"] == seq_len][column].min())
+    return int(seq_len), fast_value, slow_value
 
 
 def speedup(
@@ -25,20 +51,44 @@ def speedup(
     compiled=False``). Returns ``{"seq_len", "fast_ms", "slow_ms", "speedup"}`` or None when
     they share no length.
     """
-    fast_rows = _ok(frame, contender=fast, backend=fast_backend, **where)
-    slow_rows = _ok(frame, contender=slow, **where)
-    common = sorted(set(fast_rows["seq_len"]) & set(slow_rows["seq_len"]))
-    if not common:
+    found = _at_largest_common_t(frame, "time_ms", fast, slow, fast_backend, **where)
+    if found is None:
         return None
-    seq_len = common[-1]
-    fast_ms = float(fast_rows[fast_rows["seq_len"] == seq_len]["time_ms"].min())
-    slow_ms = float(slow_rows[slow_rows["seq_len"] == seq_len]["time_ms"].min())
+    seq_len, fast_ms, slow_ms = found
     return {
-        "seq_len": int(seq_len),
+        "seq_len": seq_len,
         "fast_ms": fast_ms,
         "slow_ms": slow_ms,
         "speedup": slow_ms / fast_ms,
     }
+
+
+def memory_saving(
+    frame: pd.DataFrame,
+    fast: str = "fused_sdpa",
+    slow: str | None = None,
+    fast_backend: str = "default",
+    **where,
+) -> dict | None:
+    """Working memory of ``slow`` and ``fast`` at the largest T where both have a measurement.
+
+    ``slow`` defaults to the first of ``naive`` and ``fused_explicit`` (the explicit paths,
+    which form the ``(B, h, T, T)`` scores and weights) that shares a measured T with ``fast``.
+    Returns ``{"seq_len", "slow", "fast_mib", "slow_mib", "ratio"}`` (ratio = slow / fast), or
+    None when memory was not measured (MPS) or the two share no length.
+    """
+    for candidate in (slow,) if slow is not None else EXPLICIT:
+        found = _at_largest_common_t(frame, "peak_mem_mib", fast, candidate, fast_backend, **where)
+        if found is not None and found[1] > 0:
+            seq_len, fast_mib, slow_mib = found
+            return {
+                "seq_len": seq_len,
+                "slow": candidate,
+                "fast_mib": fast_mib,
+                "slow_mib": slow_mib,
+                "ratio": slow_mib / fast_mib,
+            }
+    return None
 
 
 def best_peak_fraction(
@@ -57,13 +107,71 @@ def best_peak_fraction(
     return {**{k: best[k] for k in keys}, "peak_fraction": float(best["peak_fraction"])}
 
 
+def best_ceiling_fraction(
+    frame: pd.DataFrame, ceiling_tflops: float, contender: str = "sdpa_direct", **where
+) -> dict | None:
+    """The fastest row of ``contender`` as a share of a measured matmul rate, or None.
+
+    ``ceiling_tflops`` comes from :func:`helpers.bench.ceiling.measured_matmul_tflops` on the
+    same device and dtype. Returns ``{"seq_len", "backend", "tflops", "ceiling_tflops",
+    "fraction"}`` for the row with the highest TFLOP/s, or None when ``contender`` has no
+    measured row.
+    """
+    rows = _ok(frame, contender=contender, **where).dropna(subset=["tflops"])
+    if rows.empty:
+        return None
+    best = rows.loc[rows["tflops"].idxmax()]
+    tflops = float(best["tflops"])
+    return {
+        "seq_len": int(best["seq_len"]),
+        "backend": best["backend"],
+        "tflops": tflops,
+        "ceiling_tflops": float(ceiling_tflops),
+        "fraction": ceiling_fraction(tflops, ceiling_tflops),
+    }
+
+
+def _speed_line(frame: pd.DataFrame, where: dict) -> str:
+    gain = speedup(frame, **where)
+    if gain is None:
+        return "fused_sdpa and naive share no measured T"
+    return (
+        f"at T={gain['seq_len']}: naive {gain['slow_ms']:.3g} ms, fused_sdpa "
+        f"{gain['fast_ms']:.3g} ms: speed-up {gain['speedup']:.2f}x (naive time / fused time)"
+    )
+
+
+def _memory_line(frame: pd.DataFrame, where: dict) -> str:
+    saved = memory_saving(frame, **where)
+    if saved is None:
+        return "working memory: not measured on this device (or no T shared with an explicit path)"
+    return (
+        f"working memory at T={saved['seq_len']}: {saved['slow']} {saved['slow_mib']:.3g} MiB, "
+        f"fused_sdpa {saved['fast_mib']:.3g} MiB: {saved['ratio']:.1f}x less "
+        f"(no (B, h, T, T) scores and weights)"
+    )
+
+
+def _peak_line(frame: pd.DataFrame, where: dict, contender: str) -> str:
+    best = best_peak_fraction(frame, contender=contender, **where)
+    if best is None:
+        return f"{contender}: no known peak for this device, so no fraction of peak"
+    return (
+        f"{contender}: best {best['tflops']:.3g} TFLOP/s at T={best['seq_len']} "
+        f"({best['backend']}) = {best['peak_fraction']:.0%} of the "
+        f"{best['peak_tflops']:g} TFLOP/s dense peak"
+    )
+
+
 def headline(
     frame: pd.DataFrame, dtype: str, mode: str = "forward", causal: bool = False
 ) -> list[str]:
     """Printable headline figures of a results table for one dtype, mode and mask.
 
-    The speed-up of ``fused_sdpa`` over ``naive`` at the largest common T, and the best
-    fraction of the device's dense peak reached by ``sdpa_direct`` and by ``fused_sdpa``.
+    The speed-up of ``fused_sdpa`` over ``naive`` and the working memory of the explicit path
+    against ``fused_sdpa``, each at the largest T both measured; then the best fraction of the
+    device's dense peak reached by ``sdpa_direct`` and by ``fused_sdpa`` (for a device without
+    a table peak, see :func:`best_ceiling_fraction`).
     """
     where = dict(dtype=dtype, mode=mode, causal=causal, compiled=False)
     ok = _ok(frame, **where)
@@ -71,25 +179,9 @@ def headline(
         return [f"no measured rows for {dtype}, {mode}, causal={causal}"]
     where["d_k"] = int(ok["d_k"].min())
     device = ", ".join(sorted(ok["device_name"].astype(str).unique()))
-    lines = [
-        f"{device} · {dtype} · {mode} · {'causal' if causal else 'no mask'} · d_k={where['d_k']}"
+    return [
+        f"{device} · {dtype} · {mode} · {'causal' if causal else 'no mask'} · d_k={where['d_k']}",
+        _speed_line(frame, where),
+        _memory_line(frame, where),
+        *(_peak_line(frame, where, contender) for contender in ("sdpa_direct", "fused_sdpa")),
     ]
-    gain = speedup(frame, **where)
-    if gain is None:
-        lines.append("fused_sdpa and naive share no measured T")
-    else:
-        lines.append(
-            f"at T={gain['seq_len']}: naive {gain['slow_ms']:.3g} ms, fused_sdpa "
-            f"{gain['fast_ms']:.3g} ms: speed-up {gain['speedup']:.2f}x (naive time / fused time)"
-        )
-    for contender in ("sdpa_direct", "fused_sdpa"):
-        best = best_peak_fraction(frame, contender=contender, **where)
-        if best is None:
-            lines.append(f"{contender}: no known peak for this device, so no fraction of peak")
-        else:
-            lines.append(
-                f"{contender}: best {best['tflops']:.3g} TFLOP/s at T={best['seq_len']} "
-                f"({best['backend']}) = {best['peak_fraction']:.0%} of the "
-                f"{best['peak_tflops']:g} TFLOP/s dense peak"
-            )
-    return lines

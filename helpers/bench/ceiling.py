@@ -1,0 +1,74 @@
+"""This device's practical ceiling: the measured rate of one large square matmul.
+
+A datasheet peak (``helpers.bench.peaks``) exists for listed GPUs only, and no chip reaches it:
+an H200's bf16 dense peak is 989 TFLOP/s, while an 8192 x 8192 x 8192 bf16 matmul measures
+about 790 TFLOP/s. A plain matmul is the best case for the hardware (all of its work is
+multiply-adds on data that is reused many times), so its measured rate is a fair yardstick on
+any device, a CPU included: attention's rate divided by it says how much of what the device
+*can* do in practice the kernel gets. It is a measurement, not a datasheet figure: it varies
+with the machine, its load, the size and the dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from helpers.bench.contenders import DTYPES
+from helpers.bench.flops import tflops_per_second
+from helpers.bench.timing import median_seconds
+
+# What ``measured_matmul_tflops("cuda", "bfloat16", size=8192)`` gives on an NVIDIA H200, as
+# reported with issue #5 (the datasheet's dense bf16 peak is 989). A reference for the prose,
+# not a measurement of this course: replace it with the figure of a committed H200 run.
+H200_BF16_MATMUL_TFLOPS = 790.0
+
+
+def matmul_flops(size: int) -> float:
+    """FLOPs of one ``(size, size) @ (size, size)`` matmul: ``2 * size**3``."""
+    return 2.0 * size**3
+
+
+def measured_matmul_tflops(
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | str = "float32",
+    size: int = 1024,
+    min_run_time: float = 0.1,
+) -> float:
+    """TFLOP/s of one ``(size, size) @ (size, size)`` matmul in ``dtype`` on ``device``.
+
+    Timed (after one warm-up call) with :func:`helpers.bench.timing.median_seconds`, i.e.
+    ``torch.utils.benchmark`` with the device synchronised, exactly as the benchmark times its
+    rows (same timer, thread count and synchronisation), so a row's TFLOP/s divided by this
+    rate compares like with like. The rate is
+    ``2 * size**3 / median seconds / 1e12``. For scale: about 0.1 TFLOP/s in float32 at
+    ``size=1024`` on one core of the machine this course is tested on; on a large GPU use ``size=8192`` and
+    ``bfloat16`` (about 790 TFLOP/s on an H200).
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive int, got {size!r}")
+    if not min_run_time > 0:
+        raise ValueError(f"min_run_time must be positive, got {min_run_time!r}")
+    if isinstance(dtype, str):
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
+        dtype = DTYPES[dtype]
+    device = torch.device(device)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    a, b = (torch.randn(size, size, generator=gen).to(device, dtype) for _ in "ab")
+    torch.matmul(a, b)  # warm-up: picks the kernel, allocates the output
+    seconds = median_seconds(lambda: torch.matmul(a, b), device, min_run_time)
+    rate = tflops_per_second(matmul_flops(size), seconds)
+    if not math.isfinite(rate) or rate <= 0:
+        raise RuntimeError(f"matmul of size {size} gave a rate of {rate!r} TFLOP/s")
+    return rate
+
+
+def ceiling_fraction(tflops: float, ceiling_tflops: float) -> float:
+    """``tflops / ceiling_tflops``: the share of the measured matmul rate a kernel reaches."""
+    if not (math.isfinite(ceiling_tflops) and ceiling_tflops > 0):
+        raise ValueError(f"ceiling_tflops must be a positive finite rate, got {ceiling_tflops!r}")
+    if not (math.isfinite(tflops) and tflops >= 0):
+        raise ValueError(f"tflops must be a non-negative finite rate, got {tflops!r}")
+    return tflops / ceiling_tflops
