@@ -32,6 +32,7 @@ from helpers.bench import (
 from helpers.bench import runner as runner_module
 from helpers.bench.__main__ import default_out, main
 from helpers.bench.contenders import Case, make_step
+from helpers.bench.timing import is_out_of_memory
 
 CPU = torch.device("cpu")
 
@@ -114,6 +115,32 @@ def test_peak_lookup_gives_none_rather_than_a_guess(name, dtype):
 
 
 # --- timing, memory, report --------------------------------------------------------------------
+
+
+def test_median_seconds_times_with_every_thread_torch_uses(monkeypatch):
+    real_get_num_threads = torch.get_num_threads
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)  # what the Timer is told to use
+    seen = []
+    median_seconds(lambda: seen.append(real_get_num_threads()), CPU, min_run_time=0.01)
+    assert set(seen) == {3}
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "CUDA out of memory. Tried to allocate 2.00 GiB",
+        "MPS backend out of memory (MPS allocated: 9.00 GB)",
+        "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+    ],
+)
+def test_allocation_failures_count_as_out_of_memory(message):
+    assert is_out_of_memory(RuntimeError(message))
+
+
+def test_other_errors_do_not_count_as_out_of_memory():
+    assert not is_out_of_memory(RuntimeError("No available kernel. Aborting execution."))
+    assert not is_out_of_memory(ValueError("out of memory"))  # only runtime errors
 
 
 def test_median_seconds_measures_a_known_delay():

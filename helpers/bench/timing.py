@@ -3,7 +3,8 @@
 Times come from ``torch.utils.benchmark.Timer.blocked_autorange``, which runs the callable in
 blocks until ``min_run_time`` seconds have passed and synchronises the accelerator (CUDA, and
 MPS on recent torch) around each block, so asynchronous kernel launches are fully counted. We
-report the median time of one call.
+report the median time of one call, run with as many threads as torch uses outside the timer
+(``torch.utils.benchmark`` defaults to one thread, which would time a CPU run single-threaded).
 
 Peak memory is the *working memory* of one call: the most bytes it holds at once on top of
 what was allocated before it started (the inputs and weights are not counted; the output, the
@@ -43,7 +44,7 @@ def median_seconds(fn: Callable[[], object], device: torch.device, min_run_time:
 
     else:
         run = fn
-    timer = benchmark.Timer(stmt="run()", globals={"run": run})
+    timer = benchmark.Timer(stmt="run()", globals={"run": run}, num_threads=torch.get_num_threads())
     return float(timer.blocked_autorange(min_run_time=min_run_time).median)
 
 
@@ -95,12 +96,17 @@ def cpu_peak_memory_bytes(fn: Callable[[], object]) -> int | None:
     return peak
 
 
+OOM_MESSAGES = ("out of memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed")
+
+
 def is_out_of_memory(error: BaseException) -> bool:
-    """True for CUDA's ``OutOfMemoryError`` and for other backends' "out of memory" errors."""
+    """True for CUDA's ``OutOfMemoryError`` and for the allocation failures other libraries
+    report as plain errors (MPS's "out of memory", cuBLAS's and cuDNN's ``ALLOC_FAILED``)."""
     oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
     if oom_type is not None and isinstance(error, oom_type):
         return True
-    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and any(m in text for m in OOM_MESSAGES)
 
 
 def free_memory(device: torch.device) -> None:
