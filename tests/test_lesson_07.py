@@ -115,6 +115,7 @@ def test_results_cell_plots_a_committed_run_labelled_with_its_device(tmp_path):
     text = out.getvalue()
     assert "No GPU run" not in text and "tiny-gpu: CPU (test)" in text
     assert "speed-up" in text and "no known peak" in text
+    assert text.count("NOT MEASURED") == 4  # both goals, d_k 64 and 128: no bf16 peak on a CPU
     titles = [plt.figure(n)._suptitle.get_text() for n in plt.get_fignums()]
     assert len(titles) == 2 and all(rows[0]["device_name"] in t and "bfloat16" in t for t in titles)
     plt.close("all")

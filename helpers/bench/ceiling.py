@@ -1,8 +1,7 @@
 """This device's practical ceiling: the measured rate of one large square matmul.
 
-A datasheet peak (``helpers.bench.peaks``) exists for listed GPUs only, and no chip reaches it:
-an H200's bf16 dense peak is 989 TFLOP/s, while an 8192 x 8192 x 8192 bf16 matmul measures
-about 790 TFLOP/s. A plain matmul is the best case for the hardware (all of its work is
+A datasheet peak (``helpers.bench.peaks``) exists for listed GPUs only, and no chip reaches it,
+not even on a plain matmul. A plain matmul is the best case for the hardware (all of its work is
 multiply-adds on data that is reused many times), so its measured rate is a fair yardstick on
 any device, a CPU included: attention's rate divided by it says how much of what the device
 *can* do in practice the kernel gets. It is a measurement, not a datasheet figure: it varies
@@ -18,11 +17,6 @@ import torch
 from helpers.bench.contenders import DTYPES
 from helpers.bench.flops import tflops_per_second
 from helpers.bench.timing import median_seconds
-
-# What ``measured_matmul_tflops("cuda", "bfloat16", size=8192)`` gives on an NVIDIA H200, as
-# reported with issue #5 (the datasheet's dense bf16 peak is 989). A reference for the prose,
-# not a measurement of this course: replace it with the figure of a committed H200 run.
-H200_BF16_MATMUL_TFLOPS = 790.0
 
 
 def matmul_flops(size: int) -> float:
@@ -42,9 +36,7 @@ def measured_matmul_tflops(
     ``torch.utils.benchmark`` with the device synchronised, exactly as the benchmark times its
     rows (same timer, thread count and synchronisation), so a row's TFLOP/s divided by this
     rate compares like with like. The rate is
-    ``2 * size**3 / median seconds / 1e12``. For scale: about 0.1 TFLOP/s in float32 at
-    ``size=1024`` on one core of the machine this course is tested on; on a large GPU use ``size=8192`` and
-    ``bfloat16`` (about 790 TFLOP/s on an H200).
+    ``2 * size**3 / median seconds / 1e12``. On a large GPU use ``size=8192`` and ``bfloat16``.
     """
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"size must be a positive int, got {size!r}")
