@@ -25,6 +25,15 @@ from helpers.bench.report import device_name, environment_report
 from helpers.bench.results import CsvWriter, load_results, write_metadata
 from helpers.bench.runner import BenchConfig, device_problem, run
 
+# The sizes of both GPU presets: B = 4, D = 1024, d_k = 64 and 128, bfloat16, T up to 32768.
+GPU_SIZES = dict(
+    dtypes="bfloat16",
+    max_seq_len=32768,
+    batch=4,
+    d_model=1024,
+    head_dims="64,128",
+    min_run_time=0.5,
+)
 PRESETS: dict[str, dict] = {
     "tiny": dict(
         contenders="all",
@@ -52,30 +61,15 @@ PRESETS: dict[str, dict] = {
     # backends x 2 masks x 2 head sizes x 6 lengths = 288 measurements, about 4 minutes on an
     # H200 (benchmarks/README.md); the budget stops it well inside a 10-minute slot.
     "gpu-goals": dict(
+        **GPU_SIZES,
         contenders="fused_sdpa,sdpa_functional,sdpa_direct",
         backends="default,flash,cudnn,efficient",
-        dtypes="bfloat16",
         causal="both",
         modes="forward",
         min_seq_len=1024,
-        max_seq_len=32768,
-        batch=4,
-        d_model=1024,
-        head_dims="64,128",
-        min_run_time=0.5,
         time_budget=540,
     ),
-    "gpu": dict(
-        contenders="all",
-        backends="all",
-        dtypes="bfloat16",
-        min_seq_len=128,
-        max_seq_len=32768,
-        batch=4,
-        d_model=1024,
-        head_dims="64,128",
-        min_run_time=0.5,
-    ),
+    "gpu": dict(**GPU_SIZES, contenders="all", backends="all", min_seq_len=128),
 }
 FALLBACK = dict(
     contenders="all",
