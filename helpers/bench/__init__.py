@@ -5,12 +5,15 @@
 - :mod:`~helpers.bench.flops`: ``attention_flops`` (``4 B h T^2 d_k`` forward, half when
   causal, backward 2.5 x forward), ``projection_flops``, ``tflops_per_second``.
 - :mod:`~helpers.bench.peaks`: the dense peak TFLOP/s table and ``peak_tflops(name, dtype)``.
-- :mod:`~helpers.bench.timing`: ``median_seconds`` (``torch.utils.benchmark``), ``peak_memory_bytes``.
+- :mod:`~helpers.bench.ceiling`: ``measured_matmul_tflops``, the device's practical ceiling.
+- :mod:`~helpers.bench.timing`: ``median_seconds`` (``torch.utils.benchmark``), and
+  ``peak_memory_bytes``, the working memory of one call (CUDA and CPU).
 - :mod:`~helpers.bench.report`: ``environment_report`` (device, driver, versions, date).
 - :mod:`~helpers.bench.contenders`: the implementations compared, and ``make_step``.
 - :mod:`~helpers.bench.runner`: ``BenchConfig`` and ``run``, the sweep with OOM handling.
 - :mod:`~helpers.bench.results`, :mod:`~helpers.bench.summary`, :mod:`~helpers.bench.plots`:
   CSV/JSON on disk, headline figures, and ``plot_results``.
+- :mod:`~helpers.bench.goals`: ``check_goals``, the verdicts on the GPU goals of issue #5.
 
 CSV columns (one row per measurement):
 
