@@ -6,7 +6,6 @@ import html
 import math
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
@@ -24,13 +23,6 @@ from helpers.widgets.scaling import (
     scaling_weights,
     softmax_entropy,
 )
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
 
 # --- notebook 01: one query over the toy sentence ---------------------------------------------
 
