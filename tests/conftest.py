@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import matplotlib
 import pytest
 
+from helpers import syllabus
+
 matplotlib.use("Agg")  # no display in tests
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ROOT = syllabus.ROOT
+NOTEBOOKS = syllabus.notebook_paths()  # the lessons, in reading order
 
 os.environ.setdefault("COURSE_DEVICE", "cpu")
 
