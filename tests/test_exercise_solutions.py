@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 
+import numpy as np
 import pytest
 from conftest import NOTEBOOKS
 from notebook_tools import number, read, solutions
@@ -49,3 +50,13 @@ def test_checker_passes_a_right_answer(capsys):
 def test_checker_names_the_known_exercises_for_an_unknown_name():
     with pytest.raises(ValueError, match="row_sums"):
         exercises.check("no_such_exercise", lambda x: x)
+
+
+def test_a_wrong_shape_is_reported_with_its_name_and_layout(capsys):
+    def transposed(queries, keys, values):
+        weights = np.ones((len(keys), len(queries))) / len(queries)  # (T_k, T_q): wrong way round
+        return weights.T @ values, weights
+
+    exercises.check("attend_all_queries", transposed)
+    assert exercises.RESULTS["attend_all_queries"] == "failed"
+    assert "weights: expected (T_q, T_k) = (2, 5), got (5, 2)" in capsys.readouterr().out

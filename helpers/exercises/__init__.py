@@ -16,6 +16,8 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 Check = tuple[str, Callable[[Callable], None]]  # (what it proves, raises AssertionError if not)
 
 
@@ -41,6 +43,18 @@ def exercise(name: str, notebook: str, hint: str) -> Callable[[Callable], Callab
         return make_checks
 
     return register
+
+
+def assert_shape(got, want: tuple[int, ...], layout: str = "", name: str = "") -> None:
+    """Raise AssertionError unless ``got`` (array, tensor or nested list) has shape ``want``.
+
+    The message names the result and its layout, e.g.
+    ``weights: expected (T_q, T_k) = (2, 5), got (5, 2)``.
+    """
+    shape = tuple(np.shape(got))
+    if shape != tuple(want):
+        expected = f"{layout} = {tuple(want)}" if layout else f"shape {tuple(want)}"
+        raise AssertionError(f"{name + ': ' if name else ''}expected {expected}, got {shape}")
 
 
 def _load_all() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.exercises import exercise
+from helpers.exercises import assert_shape, exercise
 
 
 @exercise(
@@ -16,7 +16,7 @@ def _row_sums():
     def sums_each_row(fn):
         x = np.arange(6.0).reshape(2, 3)
         got = np.asarray(fn(x))
-        assert got.shape == (2,), f"expected shape (2,), got {got.shape}"
+        assert_shape(got, (2,))
         np.testing.assert_allclose(got, [3.0, 12.0])
 
     def works_for_any_batch(fn):

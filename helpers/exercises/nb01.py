@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from helpers.exercises import exercise
+from helpers.exercises import assert_shape, exercise
 
 
 def _softmax_loop(scores) -> list[float]:
@@ -47,13 +47,13 @@ def _random(shape, seed):
 def _stable_softmax():
     def matches_the_definition_on_one_row(fn):
         got = np.asarray(fn(np.array([1.0, 2.0, 3.0])))
-        assert got.shape == (3,), f"expected shape (3,), got {got.shape}"
+        assert_shape(got, (3,))
         np.testing.assert_allclose(got, _softmax_loop([1.0, 2.0, 3.0]), rtol=1e-12)
 
     def one_softmax_per_row(fn):
         scores = _random((4, 5), seed=1)
         got = np.asarray(fn(scores))
-        assert got.shape == (4, 5), f"expected shape (4, 5), got {got.shape}"
+        assert_shape(got, (4, 5))
         for row, want in zip(got, scores, strict=True):
             np.testing.assert_allclose(row, _softmax_loop(list(want)), rtol=1e-12)
 
@@ -67,7 +67,7 @@ def _stable_softmax():
     def works_on_a_batch_of_matrices(fn):
         scores = 10 * _random((2, 3, 4), seed=2)
         got = np.asarray(fn(scores))
-        assert got.shape == (2, 3, 4), f"expected shape (2, 3, 4), got {got.shape}"
+        assert_shape(got, (2, 3, 4))
         np.testing.assert_allclose(got.sum(axis=-1), np.ones((2, 3)), rtol=1e-12)
         np.testing.assert_allclose(got[1, 2], _softmax_loop(list(scores[1, 2])), rtol=1e-12)
 
@@ -91,12 +91,8 @@ def _attend_one_query():
     def returns_output_and_weights_with_the_right_shapes(fn):
         query, keys, values = _random(3, 3), _random((5, 3), 4), _random((5, 2), 5)
         output, weights = fn(query, keys, values)
-        assert np.shape(output) == (2,), (
-            f"output: expected shape (d_v,) = (2,), got {np.shape(output)}"
-        )
-        assert np.shape(weights) == (5,), (
-            f"weights: expected shape (T_k,) = (5,), got {np.shape(weights)}"
-        )
+        assert_shape(output, (2,), "(d_v,)", name="output")
+        assert_shape(weights, (5,), "(T_k,)", name="weights")
 
     def matches_a_loop_over_keys(fn):
         query, keys, values = _random(4, 6), _random((6, 4), 7), _random((6, 3), 8)
@@ -134,12 +130,8 @@ def _attend_all_queries():
     def returns_the_right_shapes_when_t_q_differs_from_t_k(fn):
         queries, keys, values = _random((2, 3), 12), _random((5, 3), 13), _random((5, 4), 14)
         output, weights = fn(queries, keys, values)
-        assert np.shape(output) == (2, 4), (
-            f"output: expected (T_q, d_v) = (2, 4), got {np.shape(output)}"
-        )
-        assert np.shape(weights) == (2, 5), (
-            f"weights: expected (T_q, T_k) = (2, 5), got {np.shape(weights)}"
-        )
+        assert_shape(output, (2, 4), "(T_q, d_v)", name="output")
+        assert_shape(weights, (2, 5), "(T_q, T_k)", name="weights")
 
     def every_row_matches_one_query_at_a_time(fn):
         queries, keys, values = _random((4, 3), 15), _random((6, 3), 16), _random((6, 2), 17)

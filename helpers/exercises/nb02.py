@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from helpers.exercises import exercise
+from helpers.exercises import assert_shape, exercise
 
 
 def _sdpa_loop(q, k, v) -> tuple[np.ndarray, np.ndarray]:
@@ -38,10 +38,6 @@ def _random(shape, seed):
     return np.random.default_rng(seed).standard_normal(shape)
 
 
-def _shape_is(name, got, want, layout):
-    assert np.shape(got) == want, f"{name}: expected {layout} = {want}, got {np.shape(got)}"
-
-
 @exercise(
     "scaled_attention",
     notebook="02",
@@ -54,8 +50,8 @@ def _shape_is(name, got, want, layout):
 def _scaled_attention():
     def returns_the_right_shapes(fn):
         output, weights = fn(_random((2, 4), 1), _random((5, 4), 2), _random((5, 3), 3))
-        _shape_is("output", output, (2, 3), "(T_q, d_v)")
-        _shape_is("weights", weights, (2, 5), "(T_q, T_k)")
+        assert_shape(output, (2, 3), "(T_q, d_v)", name="output")
+        assert_shape(weights, (2, 5), "(T_q, T_k)", name="weights")
 
     def divides_the_scores_by_sqrt_d_k(fn):
         q, k, v = _random((3, 16), 4), _random((6, 16), 5), _random((6, 2), 6)
@@ -67,8 +63,8 @@ def _scaled_attention():
     def works_on_batches_of_heads(fn):
         q, k, v = _random((2, 3, 4, 8), 7), _random((2, 3, 5, 8), 8), _random((2, 3, 5, 6), 9)
         output, weights = fn(q, k, v)
-        _shape_is("output", output, (2, 3, 4, 6), "(B, h, T_q, d_v)")
-        _shape_is("weights", weights, (2, 3, 4, 5), "(B, h, T_q, T_k)")
+        assert_shape(output, (2, 3, 4, 6), "(B, h, T_q, d_v)", name="output")
+        assert_shape(weights, (2, 3, 4, 5), "(B, h, T_q, T_k)", name="weights")
         for b, h in np.ndindex(2, 3):
             want_output, want_weights = _sdpa_loop(q[b, h], k[b, h], v[b, h])
             np.testing.assert_allclose(
@@ -104,7 +100,7 @@ def _scaled_attention():
 def _softmax_entropy():
     def uniform_rows_give_log_t_k(fn):
         got = np.asarray(fn(np.full((3, 8), 1 / 8)))
-        _shape_is("entropy", got, (3,), "one number per row")
+        assert_shape(got, (3,), "one number per row", name="entropy")
         np.testing.assert_allclose(got, np.full(3, math.log(8)), rtol=1e-12)
 
     def one_hot_rows_give_zero_not_nan(fn):
@@ -117,7 +113,7 @@ def _softmax_entropy():
         scores = _random((2, 3, 5), 13)
         weights = np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
         got = np.asarray(fn(weights))
-        _shape_is("entropy", got, (2, 3), "(...) without the last axis")
+        assert_shape(got, (2, 3), "(...) without the last axis", name="entropy")
         want = [[_entropy_loop(row) for row in matrix] for matrix in weights]
         np.testing.assert_allclose(got, want, rtol=1e-12)
 
@@ -140,8 +136,8 @@ def _self_attention():
     def returns_the_right_shapes(fn):
         x = _random((5, 4), 14)
         output, weights = fn(x, _random((4, 3), 15), _random((4, 3), 16), _random((4, 2), 17))
-        _shape_is("output", output, (5, 2), "(T, d_v)")
-        _shape_is("weights", weights, (5, 5), "(T, T)")
+        assert_shape(output, (5, 2), "(T, d_v)", name="output")
+        assert_shape(weights, (5, 5), "(T, T)", name="weights")
 
     def matches_projections_then_attention(fn):
         x, w_q, w_k, w_v = (
@@ -163,7 +159,7 @@ def _self_attention():
             _random((4, 3), 25),
         )
         output, weights = fn(x, w_q, w_k, w_v)
-        _shape_is("output", output, (2, 5, 3), "(B, T, d_v)")
+        assert_shape(output, (2, 5, 3), "(B, T, d_v)", name="output")
         for b in range(2):
             want_output, want_weights = _sdpa_loop(x[b] @ w_q, x[b] @ w_k, x[b] @ w_v)
             np.testing.assert_allclose(

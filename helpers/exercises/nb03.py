@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.exercises import exercise
+from helpers.exercises import assert_shape, exercise
 from helpers.masks import from_block, key_mask, padding_mask
 from helpers.numpy_attention import softmax
 
@@ -17,7 +17,7 @@ from helpers.numpy_attention import softmax
 def _padding_mask_from_lengths():
     def matches_the_helper(fn):
         got = np.asarray(fn(np.array([3, 1, 4]), 5))
-        assert got.shape == (3, 5), f"expected shape (B, T) = (3, 5), got {got.shape}"
+        assert_shape(got, (3, 5), "(B, T)")
         assert got.dtype == bool, f"expected a boolean mask, got dtype {got.dtype}"
         np.testing.assert_array_equal(got, padding_mask(np.array([3, 1, 4]), 5))
 
@@ -45,7 +45,7 @@ def _masked_softmax():
 
     def zero_where_masked_and_rows_sum_to_one(fn):
         got = np.asarray(fn(scores, mask))
-        assert got.shape == scores.shape, f"expected shape {scores.shape}, got {got.shape}"
+        assert_shape(got, scores.shape, "(B, T_q, T_k)")
         assert not np.isnan(got).any(), "the result has NaN in it"
         np.testing.assert_array_equal(got[~mask], 0.0)
         live = mask.any(axis=-1)
@@ -86,7 +86,7 @@ def _mask_from_key_padding():
 
     def flips_and_adds_the_query_axis(fn):
         got = np.asarray(fn(block))
-        assert got.shape == (2, 1, 4), f"expected shape (B, 1, T_k) = (2, 1, 4), got {got.shape}"
+        assert_shape(got, (2, 1, 4), "(B, 1, T_k)")
         assert got.dtype == bool, f"expected a boolean mask, got dtype {got.dtype}"
         np.testing.assert_array_equal(got, key_mask(from_block(block)))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.exercises import exercise
+from helpers.exercises import assert_shape, exercise
 from helpers.numpy_attention import (
     MultiHeadAttention,
     combine_heads,
@@ -23,7 +23,7 @@ def _split_into_heads():
 
     def matches_the_helper(fn):
         got = np.asarray(fn(x, 3))
-        assert got.shape == (2, 3, 5, 4), f"expected (B, h, T, d_k) = (2, 3, 5, 4), got {got.shape}"
+        assert_shape(got, (2, 3, 5, 4), "(B, h, T, d_k)")
         np.testing.assert_array_equal(got, split_heads(x, 3))
 
     def head_i_holds_columns_i_times_d_k(fn):
@@ -45,7 +45,7 @@ def _merge_heads():
 
     def matches_the_helper(fn):
         got = np.asarray(fn(heads))
-        assert got.shape == (2, 5, 12), f"expected (B, T, D) = (2, 5, 12), got {got.shape}"
+        assert_shape(got, (2, 5, 12), "(B, T, D)")
         np.testing.assert_array_equal(got, combine_heads(heads))
 
     def undoes_the_split(fn):
@@ -72,12 +72,8 @@ def _one_head():
 
     def returns_output_and_weights_of_head_2(fn):
         out, w = fn(x, mha.params, 4, 2)
-        assert np.shape(out) == (2, 5, 2), (
-            f"expected output (B, T, d_k) = (2, 5, 2), got {np.shape(out)}"
-        )
-        assert np.shape(w) == (2, 5, 5), (
-            f"expected weights (B, T, T) = (2, 5, 5), got {np.shape(w)}"
-        )
+        assert_shape(out, (2, 5, 2), "(B, T, d_k)", name="output")
+        assert_shape(w, (2, 5, 5), "(B, T, T)", name="weights")
         np.testing.assert_allclose(w, weights[:, 2], atol=1e-12)
         np.testing.assert_allclose(out, heads[:, 2], atol=1e-12)
 

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.exercises import exercise
+from helpers.exercises import assert_shape, exercise
 from helpers.masks import causal_mask, padding_mask
 
 
@@ -24,9 +24,7 @@ def _linear_from_numpy():
     def returns_a_linear_of_the_right_shape(fn):
         layer = fn(w, b)
         assert isinstance(layer, nn.Linear), f"expected an nn.Linear, got {type(layer).__name__}"
-        assert tuple(layer.weight.shape) == (3, 4), (
-            f"weight should be (d_out, d_in) = (3, 4), got {tuple(layer.weight.shape)}"
-        )
+        assert_shape(layer.weight, (3, 4), "(d_out, d_in)", name="weight")
 
     def computes_x_at_w_plus_b(fn):
         layer = fn(w, b)
@@ -51,7 +49,7 @@ def _split_heads_torch():
 
     def gives_b_h_t_dk(fn):
         got = fn(x, 4)
-        assert tuple(got.shape) == (2, 4, 3, 2), f"expected (2, 4, 3, 2), got {tuple(got.shape)}"
+        assert_shape(got, (2, 4, 3, 2), "(B, h, T, d_k)")
 
     def head_i_takes_columns_i_dk_onwards(fn):
         got = fn(x, 4)

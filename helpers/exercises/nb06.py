@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from helpers.exercises import exercise
+from helpers.exercises import assert_shape, exercise
 
 
 @exercise(
@@ -20,7 +20,7 @@ def _fuse_weights():
 
     def has_shape_3d_by_d(fn):
         fused = fn(w_q, w_k, w_v)
-        assert tuple(fused.shape) == (12, 4), f"expected (12, 4), got {tuple(fused.shape)}"
+        assert_shape(fused, (12, 4), "(3 D, D)")
 
     def gives_q_then_k_then_v(fn):
         qkv = x @ fn(w_q, w_k, w_v).T  # (3, 12)
@@ -50,9 +50,7 @@ def _split_fused():
         parts = fn(qkv, heads)
         assert len(parts) == 3, f"expected 3 tensors (q, k, v), got {len(parts)}"
         for name, p in zip("qkv", parts, strict=True):
-            assert tuple(p.shape) == (2, 3, 5, 4), (
-                f"{name}: expected (2, 3, 5, 4), got {tuple(p.shape)}"
-            )
+            assert_shape(p, (2, 3, 5, 4), "(B, h, T, d_k)", name=name)
 
     def matches_chunk_then_split(fn):
         parts = fn(qkv, heads)
@@ -84,7 +82,7 @@ def _interleaved_to_blocked():
 
     def keeps_the_shape(fn):
         got = fn(interleaved, heads)
-        assert tuple(got.shape) == (18, 6), f"expected (18, 6), got {tuple(got.shape)}"
+        assert_shape(got, (18, 6), "(3 D, D)")
 
     def gives_the_blocked_layout(fn):
         got = fn(interleaved, heads)
