@@ -17,8 +17,34 @@ GRID_MAX_WIDTH = 10.0  # inches of heatmap in a head grid; cells shrink to fit
 GRID_LABELS_UP_TO = 30  # a head grid labels every tile up to this many token labels
 
 
+# What every weights heatmap shares: one colour scale, fixed 0..1, two decimals when written.
+# Tick labels are set by the caller: seaborn's own choice draws the figure once more (slower).
+_WEIGHTS_STYLE = {
+    "vmin": 0.0,
+    "vmax": 1.0,
+    "cmap": CMAP,
+    "fmt": ".2f",
+    "xticklabels": False,
+    "yticklabels": False,
+}
+
+
 def _labels(tokens: Sequence[str] | None, n: int) -> list[str]:
     return list(tokens) if tokens is not None else [str(i) for i in range(n)]
+
+
+def _check_weights(weights: np.ndarray, layout: str, query_tokens, key_tokens) -> None:
+    """Weights must be ``layout`` (ending in T_q, T_k), with one token label per query and key."""
+    if weights.ndim != layout.count(",") + 1:
+        raise ValueError(f"weights must have shape {layout}, got shape {weights.shape}")
+    for name, tokens, n in (
+        ("query_tokens", query_tokens, weights.shape[-2]),
+        ("key_tokens", key_tokens, weights.shape[-1]),
+    ):
+        if tokens is not None and len(tokens) != n:
+            raise ValueError(
+                f"{name} has {len(tokens)} labels for weights of shape {weights.shape}"
+            )
 
 
 def attention_heatmap(
@@ -32,8 +58,7 @@ def attention_heatmap(
 ) -> Axes:
     """Draw weights ``(T_q, T_k)`` with queries as rows and keys as columns, range 0..1."""
     weights = np.asarray(weights, dtype=float)
-    if weights.ndim != 2:
-        raise ValueError(f"weights must have shape (T_q, T_k), got shape {weights.shape}")
+    _check_weights(weights, "(T_q, T_k)", query_tokens, key_tokens)
     if ax is None:
         _, ax = plt.subplots(figsize=(1.0 + 0.55 * weights.shape[1], 0.8 + 0.5 * weights.shape[0]))
     if annotate is None:
@@ -41,16 +66,11 @@ def attention_heatmap(
     sns.heatmap(
         weights,
         ax=ax,
-        vmin=0.0,
-        vmax=1.0,
-        cmap=CMAP,
         annot=annotate,
-        fmt=".2f",
         annot_kws={"fontsize": 8},
         square=True,
         cbar=colorbar,
-        xticklabels=False,  # labels set below: seaborn's own choice draws the figure once more
-        yticklabels=False,
+        **_WEIGHTS_STYLE,
     )
     t_q, t_k = weights.shape
     ax.set_xticks(np.arange(t_k) + 0.5, _labels(key_tokens, t_k), rotation=45)
@@ -91,19 +111,6 @@ def _grid_figure(shape: tuple[int, int], cell: float) -> tuple[Figure, Axes, Axe
     return fig, ax, cax
 
 
-def _check_tokens(weights: np.ndarray, query_tokens, key_tokens) -> None:
-    if weights.ndim != 3:
-        raise ValueError(f"weights must have shape (h, T_q, T_k), got shape {weights.shape}")
-    for name, tokens, n in (
-        ("query_tokens", query_tokens, weights.shape[1]),
-        ("key_tokens", key_tokens, weights.shape[2]),
-    ):
-        if tokens is not None and len(tokens) != n:
-            raise ValueError(
-                f"{name} has {len(tokens)} labels for weights of shape {weights.shape}"
-            )
-
-
 def head_grid(
     weights,
     query_tokens: Sequence[str] | None = None,
@@ -122,7 +129,7 @@ def head_grid(
     ``annotate`` says otherwise.
     """
     weights = np.asarray(weights, dtype=float)
-    _check_tokens(weights, query_tokens, key_tokens)
+    _check_weights(weights, "(h, T_q, T_k)", query_tokens, key_tokens)
     _, t_q, t_k = weights.shape
     annotate = weights.size <= ANNOTATE_CELLS_UP_TO if annotate is None else annotate
     cols = min(columns, len(weights))
@@ -131,17 +138,7 @@ def head_grid(
     canvas, origins = _tile_canvas(weights, cols, row_gap)
     fig, ax, cax = _grid_figure(canvas.shape, cell)
     sns.heatmap(
-        canvas,
-        ax=ax,
-        cbar_ax=cax,
-        vmin=0.0,
-        vmax=1.0,
-        cmap=CMAP,
-        annot=annotate,
-        fmt=".2f",
-        annot_kws={"fontsize": 9},
-        xticklabels=False,  # labels are set below: seaborn draws the figure once, faster bare
-        yticklabels=False,
+        canvas, ax=ax, cbar_ax=cax, annot=annotate, annot_kws={"fontsize": 9}, **_WEIGHTS_STYLE
     )
     keys, queries = _labels(key_tokens, t_k), _labels(query_tokens, t_q)
     fontsize = 10 if cell >= 0.28 else 9

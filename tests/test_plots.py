@@ -90,11 +90,20 @@ def test_head_grid_names_the_expected_shape_for_a_single_map():
         head_grid(np.eye(3))
 
 
-def test_head_grid_names_the_token_argument_whose_length_does_not_fit():
+@pytest.mark.parametrize(
+    ("draw", "weights"),
+    [(head_grid, np.full((1, 3, 3), 1 / 3)), (attention_heatmap, np.full((3, 3), 1 / 3))],
+    ids=["head_grid", "attention_heatmap"],
+)
+def test_plots_name_the_token_argument_whose_length_does_not_fit(draw, weights):
+    shape = str(weights.shape).replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(ValueError, match=rf"key_tokens has 2 labels for weights of shape {shape}"):
+        draw(weights, ["a", "b", "c"], ["a", "b"])
     with pytest.raises(
-        ValueError, match=r"key_tokens has 2 labels for weights of shape \(1, 3, 3\)"
+        ValueError, match=rf"query_tokens has 4 labels for weights of shape {shape}"
     ):
-        head_grid(np.full((1, 3, 3), 1 / 3), ["a", "b", "c"], ["a", "b"])
+        draw(weights, ["a", "b", "c", "d"], ["a", "b", "c"])
+    plt.close("all")
 
 
 def test_attention_heatmap_draws_the_weights_on_a_fixed_zero_to_one_range():
