@@ -109,20 +109,38 @@ D_MODEL, HEADS = 12, 3
 MODULE_MASKS = ["none", "causal", "padding", "causal_and_padding"]
 
 
-def module_mask(kind: str, batch: int = B, length: int = T):
+def module_mask(kind: str):
     """A model-level boolean mask (True = may attend) broadcastable to (B, T, T), or None."""
-    padded = masks.key_mask(masks.padding_mask([length, 2][:batch], length))  # (B, 1, T)
+    padded = masks.key_mask(masks.padding_mask(LENGTHS, T))  # (B, 1, T)
     return {
         "none": None,
-        "causal": masks.causal_mask(length),
+        "causal": masks.causal_mask(T),
         "padding": padded,
-        "causal_and_padding": masks.combine(masks.causal_mask(length), padded),
+        "causal_and_padding": masks.combine(masks.causal_mask(T), padded),
     }[kind]
 
 
 def numpy_module(np_dtype, bias: bool = True, seed: int = 3):
     module = npa.MultiHeadAttention(D_MODEL, HEADS, bias=bias, seed=seed)
     module.params = {name: p.astype(np_dtype) for name, p in module.params.items()}
+    return module
+
+
+def module_chain(np_dtype, bias: bool = True):
+    """The NumPy module and its torch copies: separate projections, and one fused projection."""
+    reference = numpy_module(np_dtype, bias=bias)
+    separate = ta.MultiHeadAttention.from_numpy(reference)
+    return reference, separate, ta.FusedMultiHeadAttention.from_separate(separate)
+
+
+def nn_module_with_weights_of(fused: ta.FusedMultiHeadAttention) -> torch.nn.MultiheadAttention:
+    """A ``torch.nn.MultiheadAttention`` holding ``fused``'s (biased) weights."""
+    weight = fused.qkv_proj.weight
+    module = torch.nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True, dtype=weight.dtype)
+    with torch.no_grad():
+        module.in_proj_weight.copy_(weight)
+        module.in_proj_bias.copy_(fused.qkv_proj.bias)
+        module.out_proj.load_state_dict(fused.out_proj.state_dict())
     return module
 
 
@@ -135,9 +153,7 @@ def inputs(np_dtype, *lengths, seed: int = 7):
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_numpy_module_matches_torch_module_and_fused_module(dtype, kind):
     np_dtype, torch_dtype, atol = DTYPES[dtype]
-    reference = numpy_module(np_dtype)
-    separate = ta.MultiHeadAttention.from_numpy(reference)
-    fused = ta.FusedMultiHeadAttention.from_separate(separate)
+    reference, separate, fused = module_chain(np_dtype)
     assert separate.q_proj.weight.dtype == fused.qkv_proj.weight.dtype == torch_dtype
     (x,) = inputs(np_dtype, T)
     mask = module_mask(kind)
@@ -164,7 +180,7 @@ def test_fused_from_torch_matches_nn_multiheadattention(dtype, kind):
         reference.out_proj.bias.normal_()
     fused = ta.FusedMultiHeadAttention.from_torch(reference)
     x = torch.randn(B, T, D_MODEL, dtype=torch_dtype)
-    padding = torch.from_numpy(masks.padding_mask([T, 2], T))  # (B, T), True = real token
+    padding = torch.from_numpy(masks.padding_mask(LENGTHS, T))  # (B, T), True = real token
     causal = torch.from_numpy(masks.causal_mask(T))
     key_padding_mask = masks.to_block(padding) if "padding" in kind else None
     attn_mask = masks.to_block(causal) if "causal" in kind else None
@@ -177,8 +193,7 @@ def test_fused_from_torch_matches_nn_multiheadattention(dtype, kind):
         need_weights=True,
         average_attn_weights=False,
     )
-    mask = module_mask(kind)
-    mask = None if mask is None else torch.from_numpy(mask)
+    (mask,) = as_torch(module_mask(kind))
     out, weights = fused(x, mask=mask, need_weights=True)
     assert_close(out, expected, atol)
     assert_close(weights, expected_weights, atol)
@@ -188,13 +203,9 @@ def test_fused_from_torch_matches_nn_multiheadattention(dtype, kind):
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_nn_multiheadattention_loaded_with_numpy_weights_matches_the_numpy_module(dtype):
     np_dtype, torch_dtype, atol = DTYPES[dtype]
-    reference = numpy_module(np_dtype)
-    fused = ta.FusedMultiHeadAttention.from_separate(ta.MultiHeadAttention.from_numpy(reference))
-    module = torch.nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True, dtype=torch_dtype)
-    with torch.no_grad():
-        module.in_proj_weight.copy_(fused.qkv_proj.weight)
-        module.in_proj_bias.copy_(fused.qkv_proj.bias)
-        module.out_proj.load_state_dict(fused.out_proj.state_dict())
+    reference, _, fused = module_chain(np_dtype)
+    module = nn_module_with_weights_of(fused)
+    assert module.in_proj_weight.dtype == torch_dtype
     (x,) = inputs(np_dtype, T)
     mask = module_mask("causal_and_padding")
     expected, _ = reference(x, mask=mask)
@@ -209,12 +220,9 @@ def test_nn_multiheadattention_loaded_with_numpy_weights_matches_the_numpy_modul
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_fused_is_causal_equals_an_explicit_causal_mask(dtype, need_weights, kind):
     np_dtype, _, atol = DTYPES[dtype]
-    fused = ta.FusedMultiHeadAttention.from_separate(
-        ta.MultiHeadAttention.from_numpy(numpy_module(np_dtype))
-    )
+    _, _, fused = module_chain(np_dtype)
     (x,) = as_torch(*inputs(np_dtype, T))
-    mask = module_mask(kind)
-    mask = None if mask is None else torch.from_numpy(mask)
+    (mask,) = as_torch(module_mask(kind))
     explicit = module_mask("causal" if kind == "none" else "causal_and_padding")
     expected, _ = fused(x, mask=torch.from_numpy(explicit), need_weights=True)
     out, weights = fused(x, mask=mask, is_causal=True, need_weights=need_weights)
@@ -226,9 +234,7 @@ def test_fused_is_causal_equals_an_explicit_causal_mask(dtype, need_weights, kin
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_cross_attention_matches_across_numpy_torch_fused_and_nn_module(dtype, with_mask):
     np_dtype, _, atol = DTYPES[dtype]
-    reference = numpy_module(np_dtype)
-    separate = ta.MultiHeadAttention.from_numpy(reference)
-    fused = ta.FusedMultiHeadAttention.from_separate(separate)
+    reference, separate, fused = module_chain(np_dtype)
     query, key, value = inputs(np_dtype, T_CROSS_Q, T_CROSS_K, T_CROSS_K)
     padding = masks.padding_mask([T_CROSS_K, 2], T_CROSS_K)
     mask = masks.key_mask(padding) if with_mask else None  # (B, 1, T_k)
@@ -240,13 +246,7 @@ def test_cross_attention_matches_across_numpy_torch_fused_and_nn_module(dtype, w
         assert_close(out, out_np, atol)
         assert_close(weights, w_np, atol)
     assert_close(fused(q_t, k_t, v_t, mask=mask_t)[0], out_np, atol)
-    nn_module = torch.nn.MultiheadAttention(
-        D_MODEL, HEADS, batch_first=True, dtype=separate.q_proj.weight.dtype
-    )
-    with torch.no_grad():
-        nn_module.in_proj_weight.copy_(fused.qkv_proj.weight)
-        nn_module.in_proj_bias.copy_(fused.qkv_proj.bias)
-        nn_module.out_proj.load_state_dict(fused.out_proj.state_dict())
+    nn_module = nn_module_with_weights_of(fused)
     block = masks.to_block(torch.from_numpy(padding)) if with_mask else None
     expected, _ = nn_module(q_t, k_t, v_t, key_padding_mask=block, need_weights=False)
     assert_close(expected, out_np, atol)
@@ -255,9 +255,7 @@ def test_cross_attention_matches_across_numpy_torch_fused_and_nn_module(dtype, w
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_modules_without_bias_match_numpy_and_nn_multiheadattention(dtype):
     np_dtype, torch_dtype, atol = DTYPES[dtype]
-    reference = numpy_module(np_dtype, bias=False)
-    separate = ta.MultiHeadAttention.from_numpy(reference)
-    fused = ta.FusedMultiHeadAttention.from_separate(separate)
+    reference, separate, fused = module_chain(np_dtype, bias=False)
     assert separate.q_proj.bias is None and fused.qkv_proj.bias is None
     (x,) = inputs(np_dtype, T)
     mask = module_mask("causal")
@@ -276,9 +274,7 @@ def test_modules_without_bias_match_numpy_and_nn_multiheadattention(dtype):
 
 
 def test_fused_self_attention_shortcut_equals_three_separate_projections():
-    fused = ta.FusedMultiHeadAttention.from_separate(
-        ta.MultiHeadAttention.from_numpy(numpy_module(np.float64))
-    )
+    _, _, fused = module_chain(np.float64)
     (x,) = as_torch(*inputs(np.float64, T))
     one_matmul = fused.project_qkv(x, x, x)
     three_slices = fused.project_qkv(x, x.clone(), x.clone())
