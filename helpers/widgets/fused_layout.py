@@ -41,18 +41,22 @@ def row_labels(num_heads: int, layout: str) -> list[str]:
     return [f"{p}{i}" for i in range(num_heads) for p in PARTS for _ in range(d_k)]
 
 
+def _split(t: torch.Tensor, num_heads: int, split: str) -> torch.Tensor:
+    """``(..., 3 D)`` -> ``(3, ..., h, d_k)``, the last axis read as :data:`SPLITS` says."""
+    d_k = D_MODEL // num_heads
+    if split == SPLITS[0]:
+        return t.unflatten(-1, (3, num_heads, d_k)).movedim(-3, 0)
+    return t.unflatten(-1, (num_heads, 3, d_k)).movedim(-2, 0)
+
+
 def split_rows(num_heads: int, split: str) -> torch.Tensor:
     """The split applied to the row numbers ``0 .. 3 D - 1`` -> ``(3, h, d_k)``.
 
     Entry ``[p, i]`` lists the rows the split hands to part ``p`` (0 = Q, 1 = K, 2 = V) of
-    head ``i``: the same ``view`` and ``permute`` the notebook uses on activations.
+    head ``i``: the same split :func:`split_matches` applies to activations.
     """
     _check(num_heads, split, SPLITS, "split")
-    d_k = D_MODEL // num_heads
-    rows = torch.arange(3 * D_MODEL)
-    if split == SPLITS[0]:
-        return rows.view(3, num_heads, d_k)
-    return rows.view(num_heads, 3, d_k).permute(1, 0, 2)
+    return _split(torch.arange(3 * D_MODEL), num_heads, split)
 
 
 def read_as(num_heads: int, split: str) -> list[str]:
@@ -81,10 +85,7 @@ def split_matches(num_heads: int, layout: str, split: str, seed: int = 0) -> dic
     else:  # rows ordered (head, part, d_k)
         fused = separate.view(3, num_heads, d_k, D_MODEL).transpose(0, 1).reshape(-1, D_MODEL)
     qkv = x @ fused.T  # (B, T, 3 D)
-    if split == SPLITS[0]:
-        heads = qkv.view(2, 3, 3, num_heads, d_k).permute(2, 0, 3, 1, 4)
-    else:
-        heads = qkv.view(2, 3, num_heads, 3, d_k).permute(3, 0, 2, 1, 4)
+    heads = _split(qkv, num_heads, split).transpose(-3, -2)  # (3, B, h, T, d_k)
     out = {}
     for p, name in enumerate("QKV"):  # heads[p] is (B, h, T, d_k)
         truth = (x @ separate[p].T).view(2, 3, num_heads, d_k).transpose(1, 2)
