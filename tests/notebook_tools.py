@@ -21,6 +21,11 @@ def code_cells(nb: nbformat.NotebookNode) -> list:
     return [c for c in nb.cells if c.cell_type == "code"]
 
 
+def outputs(nb: nbformat.NotebookNode) -> list:
+    """Every stored output of every code cell, in order."""
+    return [output for cell in code_cells(nb) for output in cell.outputs]
+
+
 def solutions(nb: nbformat.NotebookNode) -> list[str]:
     """The Python code inside every collapsed ``<details>`` solution of a notebook."""
     found = []

@@ -7,9 +7,9 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-import nbformat
 import pytest
 from conftest import NOTEBOOKS
+from notebook_tools import outputs, read
 
 from helpers.site import CODE, MATH, WIDGET_STATE, WIDGET_VIEW, build, render_tex, widget_html
 from helpers.syllabus import read_lesson
@@ -47,13 +47,8 @@ def site(tmp_path_factory) -> Path:
 def saved_widget_images(nb) -> int:
     """How many widget outputs of ``nb`` hold an image in the saved widget state."""
     states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    count = 0
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            view = output.get("data", {}).get(WIDGET_VIEW)
-            if view and "course-widget-image" in widget_html(states, view["model_id"]):
-                count += 1
-    return count
+    views = [o.data[WIDGET_VIEW] for o in outputs(nb) if WIDGET_VIEW in o.get("data", {})]
+    return sum("course-widget-image" in widget_html(states, v["model_id"]) for v in views)
 
 
 def test_widget_html_shows_the_saved_picture_and_control_values():
@@ -100,16 +95,15 @@ def test_every_notebook_page_exists_with_its_images(site, path):
         else:
             assert (page.parent / src).is_file(), f"{page.name} shows a missing image {src}"
     inline = [i for i in found["img"] if i.get("src", "").startswith("data:image/png")]
-    outputs = [o for c in nbformat.read(path, as_version=4).cells for o in c.get("outputs", [])]
-    pngs = sum("image/png" in o.get("data", {}) for o in outputs)
+    pngs = sum("image/png" in o.get("data", {}) for o in outputs(read(path)))
     assert len(inline) >= pngs, f"{page.name}: {len(inline)} inline pictures for {pngs} PNGs"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_widgets_show_as_static_pictures_without_a_widget_manager(site, path):
     html = (site / f"{path.stem}.html").read_text(encoding="utf-8")
-    nb = nbformat.read(path, as_version=4)
-    views = sum(WIDGET_VIEW in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+    nb = read(path)
+    views = sum(WIDGET_VIEW in o.get("data", {}) for o in outputs(nb))
     shown = len(re.findall(r"<div class=[\"']course-widget[\"']", html))
     assert shown == views, (
         f"{views - shown} widget outputs have no saved state: run the notebook with "
@@ -149,7 +143,7 @@ def test_tex_becomes_a_picture_and_code_keeps_its_dollars():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_formula_is_drawn_so_pages_need_no_mathjax(site, path):
-    nb = nbformat.read(path, as_version=4)
+    nb = read(path)
     formulas = sum(
         len(MATH.findall(part))
         for cell in nb.cells
