@@ -35,9 +35,9 @@ def make_model(num_heads: int, d_model: int = D_MODEL) -> MultiHeadAttention:
 def shape_trace(mha: MultiHeadAttention, x: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Self-attention of ``x (B, T, D)`` step by step: weights ``(B, h, T, T)`` and one line per step."""
     steps: list[tuple[str, str, tuple[int, ...]]] = [("x", "(B, T, D)", x.shape)]
-    q = mha.project(x, "q")
-    steps.append(("Q = x @ W_q + b_q", "(B, T, D)", q.shape))
-    q, k, v = (split_heads(mha.project(x, n), mha.num_heads) for n in ("q", "k", "v"))
+    projected = [mha.project(x, n) for n in ("q", "k", "v")]  # 3 x (B, T, D)
+    steps.append(("Q = x @ W_q + b_q", "(B, T, D)", projected[0].shape))
+    q, k, v = (split_heads(p, mha.num_heads) for p in projected)
     steps.append(("split Q, K, V", "(B, h, T, d_k)", q.shape))
     heads, weights = scaled_dot_product_attention(q, k, v)
     steps.append(("weights = softmax(QK^T/sqrt(d_k))", "(B, h, T_q, T_k)", weights.shape))
