@@ -18,7 +18,7 @@ import itertools
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
@@ -57,7 +57,6 @@ class BenchConfig:
     heads: tuple[int, ...] = (4,)
     min_run_time: float = 0.2
     time_budget_s: float | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def _backends_for(contender: str, backends: tuple[str, ...]) -> tuple[str, ...]:

@@ -91,15 +91,13 @@ def memory_saving(
     return None
 
 
-def best_peak_fraction(
-    frame: pd.DataFrame, contender: str = "sdpa_direct", min_seq_len: int = 0, **where
-) -> dict | None:
+def best_peak_fraction(frame: pd.DataFrame, contender: str = "sdpa_direct", **where) -> dict | None:
     """The row of ``contender`` with the highest fraction of the device peak, or None.
 
     None also when the device has no known peak (a CPU, an unlisted GPU).
     """
     rows = _ok(frame, contender=contender, **where)
-    rows = rows[(rows["seq_len"] >= min_seq_len) & rows["peak_fraction"].notna()]
+    rows = rows[rows["peak_fraction"].notna()]
     if rows.empty:
         return None
     best = rows.loc[rows["peak_fraction"].idxmax()]
