@@ -27,15 +27,20 @@ from helpers import validation as check
 from helpers.numpy_attention import head_mask
 
 
+def _check_qkv_tensors(q: Tensor, k: Tensor, v: Tensor) -> None:
+    """q, k and v must be tensors whose shapes and dtypes fit each other (see check_qkv)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check.require_array(name, x, Tensor, "torch.Tensor")
+    check.check_qkv(q, k, v)
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Explicit softmax(q k^T / sqrt(d_k)) v in torch, returning ``(output, weights)``.
 
     q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``; output
     ``(..., T_q, d_v)``, weights ``(..., T_q, T_k)``. Fully masked rows give zeros.
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check.require_array(name, x, Tensor, "torch.Tensor")
-    check.check_qkv(q, k, v)
+    _check_qkv_tensors(q, k, v)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
     if mask is not None:
         check.require_array("mask", mask, Tensor, "torch.Tensor")
@@ -55,9 +60,7 @@ def sdpa(
     Accepts a mask and ``is_causal`` together (they are combined), and returns zeros, never
     NaN, for a query row with no allowed key. Shapes as in :func:`attention`.
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check.require_array(name, x, Tensor, "torch.Tensor")
-    check.check_qkv(q, k, v)
+    _check_qkv_tensors(q, k, v)
     if mask is not None:
         check.require_array("mask", mask, Tensor, "torch.Tensor")
         check.check_mask(mask, (*q.shape[:-1], k.shape[-2]))
