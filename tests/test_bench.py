@@ -62,9 +62,17 @@ def test_projection_flops_count_four_d_by_d_matmuls():
     assert projection_flops(2, 3, 4, mode="forward_backward") == 3 * 4 * 192
 
 
-@pytest.mark.parametrize("bad", [0, -1, 2.0, True])
-def test_flop_count_rejects_a_size_that_is_not_a_positive_int(bad):
-    with pytest.raises(ValueError, match="seq_len"):
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        (0, ValueError, "seq_len must be positive, got 0"),
+        (-1, ValueError, "seq_len must be positive, got -1"),
+        (2.0, TypeError, "seq_len must be an int, got float 2.0"),
+        (True, TypeError, "seq_len must be an int, got bool True"),
+    ],
+)
+def test_flop_count_rejects_a_size_that_is_not_a_positive_int(bad, error, message):
+    with pytest.raises(error, match=re.escape(message)):
         attention_flops(1, 1, bad, 8)
 
 

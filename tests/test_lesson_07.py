@@ -161,7 +161,7 @@ def test_kernel_memory_text_gives_flops_peak_time_and_what_fits():
     ("args", "message"),
     [
         ((20, 64, "bfloat16", "H200 (141 GB)"), "log2_t must lie in 9..17, got 20"),
-        ((12, 0, "bfloat16", "H200 (141 GB)"), "d_k must be a positive int, got 0"),
+        ((12, 0, "bfloat16", "H200 (141 GB)"), "d_k must be positive, got 0"),
         ((12, 64, "int8", "H200 (141 GB)"), "dtype must be one of"),
         ((12, 64, "bfloat16", "laptop"), "device must be one of"),
     ],

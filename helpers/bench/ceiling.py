@@ -17,6 +17,7 @@ import torch
 from helpers.bench.contenders import DTYPES
 from helpers.bench.flops import tflops_per_second
 from helpers.bench.timing import median_seconds
+from helpers.validation import require_positive_int
 
 
 def matmul_flops(size: int) -> float:
@@ -38,8 +39,7 @@ def measured_matmul_tflops(
     rate compares like with like. The rate is
     ``2 * size**3 / median seconds / 1e12``. On a large GPU use ``size=8192`` and ``bfloat16``.
     """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive int, got {size!r}")
+    require_positive_int("size", size)
     if not min_run_time > 0:
         raise ValueError(f"min_run_time must be positive, got {min_run_time!r}")
     if isinstance(dtype, str):

@@ -15,6 +15,8 @@ weight).
 
 from __future__ import annotations
 
+from helpers.validation import require_positive_int
+
 MODES = ("forward", "backward", "forward_backward")
 BACKWARD_FACTOR = 2.5  # backward FLOPs of the attention core, as a multiple of the forward
 PROJECTION_BACKWARD_FACTOR = 2.0
@@ -22,8 +24,7 @@ PROJECTION_BACKWARD_FACTOR = 2.0
 
 def _check(**sizes: int) -> None:
     for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        require_positive_int(name, value)
 
 
 def _scale(mode: str, backward_factor: float) -> float:

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from helpers.bench.flops import attention_flops
 from helpers.bench.peaks import peak_tflops
+from helpers.validation import require_positive_int
 
 BATCH, HEADS = 4, 16  # the sizes of the weights printed in notebook 07, section 5
 LOG2_T = (9, 17)  # the sequence lengths drawn: T = 512 .. 131072
@@ -67,8 +68,7 @@ def longest_fitting(bytes_at, memory: float) -> int:
 def _check(log2_t: int, d_k: int, device: str) -> None:
     if not LOG2_T[0] <= log2_t <= LOG2_T[1]:
         raise ValueError(f"log2_t must lie in {LOG2_T[0]}..{LOG2_T[1]}, got {log2_t}")
-    if isinstance(d_k, bool) or not isinstance(d_k, int) or d_k < 1:
-        raise ValueError(f"d_k must be a positive int, got {d_k!r}")
+    require_positive_int("d_k", d_k)
     if device not in DEVICES:
         raise ValueError(f"device must be one of {tuple(DEVICES)}, got {device!r}")
 
