@@ -1,4 +1,4 @@
-"""helpers.bench: FLOP counts, the peak table, timing, the sweep, its files and its plots."""
+"""helpers.bench: FLOP counts, timing, the sweep, its files and its plots."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from helpers.bench import (
     environment_report,
     median_seconds,
     peak_memory_bytes,
-    peak_tflops,
     plot_results,
     projection_flops,
     run,
@@ -85,41 +84,6 @@ def test_tflops_per_second_divides_and_refuses_zero_time():
     assert tflops_per_second(3e12, 1.5) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="seconds"):
         tflops_per_second(1.0, 0.0)
-
-
-# --- the peak table ----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("name", "dtype", "peak"),
-    [
-        ("NVIDIA H200", "bfloat16", 989.0),
-        ("NVIDIA H100 80GB HBM3", "bfloat16", 989.0),
-        ("NVIDIA H100 PCIe", "float16", 756.0),
-        ("NVIDIA A100-SXM4-80GB", "bfloat16", 312.0),
-        ("NVIDIA A10", "bfloat16", 125.0),
-        ("NVIDIA GeForce RTX 4090", "torch.bfloat16", 165.2),
-        ("NVIDIA GeForce RTX 3090", "float16", 71.0),
-        ("NVIDIA L4", "bfloat16", 121.0),
-        ("Tesla T4", "float16", 65.0),
-        ("NVIDIA H200", "float32", 67.0),
-    ],
-)
-def test_peak_lookup_finds_the_gpu_by_the_name_torch_reports(name, dtype, peak):
-    assert peak_tflops(name, dtype) == peak
-
-
-@pytest.mark.parametrize(
-    ("name", "dtype"),
-    [
-        ("CPU (x86_64)", "float32"),
-        ("Apple MPS", "float16"),
-        ("NVIDIA L40S", "bfloat16"),
-        ("Tesla T4", "bfloat16"),
-    ],
-)
-def test_peak_lookup_gives_none_rather_than_a_guess(name, dtype):
-    assert peak_tflops(name, dtype) is None
 
 
 # --- timing, memory, report --------------------------------------------------------------------

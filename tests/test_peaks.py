@@ -53,10 +53,40 @@ def test_a100_names_never_reach_the_a10_row():
         assert not re.search(a10.pattern, name, flags=re.IGNORECASE)
 
 
-def test_geforce_rows_use_the_fp32_accumulate_rate():
-    # The whitepapers print FP16 with FP16 accumulate at twice these: 330.3 and 142.
-    assert peak_tflops("NVIDIA GeForce RTX 4090", "float16") == 165.2
-    assert peak_tflops("NVIDIA GeForce RTX 3090", "bfloat16") == 71.0
+@pytest.mark.parametrize(
+    ("name", "dtype", "peak"),
+    [
+        ("NVIDIA H200", "bfloat16", 989.0),
+        ("NVIDIA H100 80GB HBM3", "bfloat16", 989.0),
+        ("NVIDIA H100 PCIe", "float16", 756.0),
+        ("NVIDIA A100-SXM4-80GB", "bfloat16", 312.0),
+        ("NVIDIA A10", "bfloat16", 125.0),
+        # GeForce rows: FP32 accumulate; the whitepapers print FP16 with FP16 accumulate at
+        # twice these (330.3 and 142).
+        ("NVIDIA GeForce RTX 4090", "torch.bfloat16", 165.2),
+        ("NVIDIA GeForce RTX 4090", "float16", 165.2),
+        ("NVIDIA GeForce RTX 3090", "float16", 71.0),
+        ("NVIDIA GeForce RTX 3090", "bfloat16", 71.0),
+        ("NVIDIA L4", "bfloat16", 121.0),
+        ("Tesla T4", "float16", 65.0),
+        ("NVIDIA H200", "float32", 67.0),
+    ],
+)
+def test_peak_lookup_finds_the_gpu_by_the_name_torch_reports(name, dtype, peak):
+    assert peak_tflops(name, dtype) == peak
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [
+        ("CPU (x86_64)", "float32"),
+        ("Apple MPS", "float16"),
+        ("NVIDIA L40S", "bfloat16"),
+        ("Tesla T4", "bfloat16"),
+    ],
+)
+def test_peak_lookup_gives_none_rather_than_a_guess(name, dtype):
+    assert peak_tflops(name, dtype) is None
 
 
 def _source_line(label: str) -> str:
