@@ -574,3 +574,20 @@ def _installed_with(*roots: str) -> set[str]:
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_cpu_note_prints_the_issue_ratios_of_fused_sdpa(capsys):
+    from helpers.bench.__main__ import print_note
+
+    rows = [
+        dict(contender="fused_sdpa", status="ok", time_ms=300.0),
+        dict(contender="torch_mha", status="ok", time_ms=1200.0),
+        dict(contender="naive", status="ok", time_ms=1500.0),
+    ]
+    print_note(rows)
+    text = capsys.readouterr().out
+    assert "fused_sdpa time / torch_mha time = 0.25" in text
+    assert "naive time / fused_sdpa time     = 5.00 (speed-up)" in text
+    print_note(rows[:1])  # a contender missing: said, no ratio invented
+    text = capsys.readouterr().out
+    assert "torch_mha: not measured" in text and "time /" not in text

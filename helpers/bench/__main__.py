@@ -3,6 +3,7 @@
 Examples::
 
     python -m helpers.bench --preset tiny            # seconds, any machine
+    python -m helpers.bench --preset cpu-note        # B=8 T=1024 D=768 h=12 fp32 causal forward
     python -m helpers.bench --preset gpu-goals --out benchmarks/results/h200 --run-name goals
     python -m helpers.bench --preset gpu --out benchmarks/results/h200   # see benchmarks/README.md
     python -m helpers.bench --check-goals benchmarks/results/h200        # verdicts, no run
@@ -43,6 +44,18 @@ PRESETS: dict[str, dict] = {
         d_model=32,
         heads="4",
         min_run_time=0.01,
+    ),
+    "cpu-note": dict(
+        contenders="fused_sdpa,torch_mha,naive",
+        backends="default",
+        dtypes="float32",
+        causal="yes",
+        modes="forward",
+        seq_lens="1024",
+        batch=8,
+        d_model=768,
+        heads="12",
+        min_run_time=2.0,
     ),
     # Exactly what the goals of issue #5 need (helpers/bench/goals.py): 3 contenders x 4
     # backends x 2 masks x 2 head sizes x 6 lengths = 288 measurements, about 4 minutes on an
@@ -186,6 +199,18 @@ def save_plots(csv_path: Path, config: BenchConfig) -> list[Path]:
     return saved
 
 
+def print_note(rows: list[dict]) -> None:
+    """The closing-note figures: fused SDPA against torch's MHA and the naive module."""
+    times = {r["contender"]: r.get("time_ms") for r in rows if r.get("status") == "ok"}
+    for name in ("fused_sdpa", "torch_mha", "naive"):
+        shown = f"{times[name]:.1f} ms" if name in times else "not measured"
+        print(f"{name:>12}: {shown}")
+    if {"fused_sdpa", "torch_mha", "naive"} <= times.keys():
+        fused = times["fused_sdpa"]
+        print(f"fused_sdpa time / torch_mha time = {fused / times['torch_mha']:.2f}")
+        print(f"naive time / fused_sdpa time     = {times['naive'] / fused:.2f} (speed-up)")
+
+
 def default_out(device: str, name: str) -> Path:
     """Where a run goes without ``--out``: GPU runs under ``benchmarks/results/<gpu>`` (to
     commit), anything else under the git-ignored ``benchmarks/results/local/<device>``."""
@@ -265,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         if row["status"] == "unavailable" and row.get("contender") == "all":
             print(f"unavailable: {row['reason']}")
+    if args.preset == "cpu-note":
+        print_note(rows)
     if "bfloat16" in config.dtypes:
         print_goals(rows, out)
     return 0
