@@ -29,7 +29,7 @@ from helpers.bench import (
     tflops_per_second,
 )
 from helpers.bench import runner as runner_module
-from helpers.bench.__main__ import default_out, main
+from helpers.bench.__main__ import default_out, main, print_note
 from helpers.bench.contenders import Case, make_step
 from helpers.bench.timing import is_out_of_memory
 
@@ -577,8 +577,6 @@ def _norm(name: str) -> str:
 
 
 def test_cpu_note_prints_the_issue_ratios_of_fused_sdpa(capsys):
-    from helpers.bench.__main__ import print_note
-
     rows = [
         dict(contender="fused_sdpa", status="ok", time_ms=300.0),
         dict(contender="torch_mha", status="ok", time_ms=1200.0),
