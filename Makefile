@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test lint notebooks sync-notebooks site clean
+.PHONY: setup lab test lint notebooks sync-notebooks site bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,5 @@ clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site test-artifacts
 
 # `make bench BENCH_ARGS="--preset gpu --out benchmarks/results/h200"`: see benchmarks/README.md.
-.PHONY: bench
 bench: setup
 	$(PY) -m helpers.bench $(BENCH_ARGS)
