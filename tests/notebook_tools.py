@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 
 import nbformat
+
+from helpers import exercises
 
 SOLUTION_BLOCK = re.compile(
     r"<details>\s*<summary>[^<]*[Ss]olution[^<]*</summary>.*?```python\n(.*?)```.*?</details>",
@@ -38,3 +42,11 @@ def solutions(nb: nbformat.NotebookNode) -> list[str]:
 def number(path: Path) -> str:
     """``"01"`` for ``notebooks/01_one_query.ipynb``."""
     return path.name[:2]
+
+
+def verdict(name: str, fn) -> str:
+    """Run exercise ``name``'s checker on ``fn`` without its printout; its verdict:
+    ``"passed"``, ``"failed"`` or ``"not attempted"``."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        exercises.check(name, fn)
+    return exercises.RESULTS[name]

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import ROOT
-from notebook_tools import code_cells, read
+from notebook_tools import code_cells, read, verdict
 
 from helpers import exercises
 from helpers.bench import BenchConfig, committed_results, run
@@ -22,12 +22,6 @@ from helpers.bench.results import CsvWriter
 from helpers.widgets import explore, kernel_memory
 
 NOTEBOOK = ROOT / "notebooks" / "07_fused_kernels_on_the_gpu.ipynb"
-
-
-def _passes(name, fn) -> bool:
-    with contextlib.redirect_stdout(io.StringIO()):
-        exercises.check(name, fn)
-    return exercises.RESULTS[name] == "passed"
 
 
 def test_notebook_07_registers_three_exercises():
@@ -42,21 +36,21 @@ def test_flop_exercise_rejects_a_count_that_forgets_the_causal_half():
     def halved(B, h, T, d_k, causal):
         return full(B, h, T, d_k, causal) / (2 if causal else 1)
 
-    assert _passes("attention_flops", full) is False
-    assert _passes("attention_flops", halved) is True
+    assert verdict("attention_flops", full) == "failed"
+    assert verdict("attention_flops", halved) == "passed"
 
 
 def test_weights_exercise_rejects_four_bytes_for_every_dtype():
-    assert _passes("weights_bytes", lambda B, h, T, dtype: B * h * T * T * 4) is False
+    assert verdict("weights_bytes", lambda B, h, T, dtype: B * h * T * T * 4) == "failed"
 
 
 @pytest.mark.parametrize("tolerance", [1e-6, 1.0])
 def test_tolerance_exercise_rejects_too_tight_and_too_loose(tolerance):
-    assert _passes("attention_tolerance", lambda dtype: tolerance) is False
+    assert verdict("attention_tolerance", lambda dtype: tolerance) == "failed"
 
 
 def test_tolerance_exercise_accepts_a_few_eps():
-    assert _passes("attention_tolerance", lambda dtype: 4 * torch.finfo(dtype).eps)
+    assert verdict("attention_tolerance", lambda dtype: 4 * torch.finfo(dtype).eps) == "passed"
 
 
 def _results_cell() -> str:

@@ -9,6 +9,7 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from notebook_tools import verdict
 
 from helpers import exercises
 from helpers.data import toy_sentence
@@ -279,13 +280,6 @@ def test_explorer_switches_the_scaling_and_the_printed_entropy_rises():
 # --- exercise checkers: they pass the right answer and reject typical mistakes ---------------
 
 
-def _verdict(name, fn, capsys):
-    """True when the checker passes ``fn``; the checker's printout is swallowed."""
-    exercises.check(name, fn)
-    capsys.readouterr()
-    return exercises.RESULTS[name] == "passed"
-
-
 def test_notebooks_01_and_02_register_their_exercises():
     assert {e.name for e in exercises.for_notebook("01")} == {
         "stable_softmax",
@@ -303,13 +297,13 @@ def _naive_softmax(s):
     return np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)
 
 
-def test_stable_softmax_checker_rejects_naive_and_wrong_axis_versions(capsys):
-    assert _verdict("stable_softmax", lambda s: softmax(s, axis=-1), capsys)
-    assert not _verdict("stable_softmax", _naive_softmax, capsys)
-    assert not _verdict("stable_softmax", lambda s: softmax(s, axis=0), capsys)
+def test_stable_softmax_checker_rejects_naive_and_wrong_axis_versions():
+    assert verdict("stable_softmax", lambda s: softmax(s, axis=-1)) == "passed"
+    assert verdict("stable_softmax", _naive_softmax) == "failed"
+    assert verdict("stable_softmax", lambda s: softmax(s, axis=0)) == "failed"
 
 
-def test_attend_one_query_checker_rejects_a_missing_softmax(capsys):
+def test_attend_one_query_checker_rejects_a_missing_softmax():
     def right(q, k, v):
         w = softmax(k @ q)
         return w @ v, w
@@ -318,11 +312,11 @@ def test_attend_one_query_checker_rejects_a_missing_softmax(capsys):
         w = k @ q
         return w @ v, w
 
-    assert _verdict("attend_one_query", right, capsys)
-    assert not _verdict("attend_one_query", no_softmax, capsys)
+    assert verdict("attend_one_query", right) == "passed"
+    assert verdict("attend_one_query", no_softmax) == "failed"
 
 
-def test_attend_all_queries_checker_rejects_a_softmax_over_queries(capsys):
+def test_attend_all_queries_checker_rejects_a_softmax_over_queries():
     def right(q, k, v):
         w = softmax(q @ k.T, axis=-1)
         return w @ v, w
@@ -331,11 +325,11 @@ def test_attend_all_queries_checker_rejects_a_softmax_over_queries(capsys):
         w = softmax(q @ k.T, axis=0)
         return w @ v, w
 
-    assert _verdict("attend_all_queries", right, capsys)
-    assert not _verdict("attend_all_queries", over_queries, capsys)
+    assert verdict("attend_all_queries", right) == "passed"
+    assert verdict("attend_all_queries", over_queries) == "failed"
 
 
-def test_scaled_attention_checker_rejects_unscaled_and_transpose_everything_versions(capsys):
+def test_scaled_attention_checker_rejects_unscaled_and_transpose_everything_versions():
     def unscaled(q, k, v):
         w = softmax(q @ np.swapaxes(k, -1, -2), axis=-1)
         return w @ v, w
@@ -344,22 +338,22 @@ def test_scaled_attention_checker_rejects_unscaled_and_transpose_everything_vers
         w = softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=-1)
         return w @ v, w
 
-    assert _verdict("scaled_attention", scaled_dot_product_attention, capsys)
-    assert not _verdict("scaled_attention", unscaled, capsys)
-    assert not _verdict("scaled_attention", with_dot_t, capsys)
+    assert verdict("scaled_attention", scaled_dot_product_attention) == "passed"
+    assert verdict("scaled_attention", unscaled) == "failed"
+    assert verdict("scaled_attention", with_dot_t) == "failed"
 
 
-def test_softmax_entropy_checker_rejects_the_version_that_gives_nan(capsys):
-    assert _verdict("softmax_entropy", softmax_entropy, capsys)
-    assert not _verdict("softmax_entropy", lambda p: -np.sum(p * np.log(p), axis=-1), capsys)
+def test_softmax_entropy_checker_rejects_the_version_that_gives_nan():
+    assert verdict("softmax_entropy", softmax_entropy) == "passed"
+    assert verdict("softmax_entropy", lambda p: -np.sum(p * np.log(p), axis=-1)) == "failed"
 
 
-def test_self_attention_checker_rejects_values_that_skip_w_v(capsys):
+def test_self_attention_checker_rejects_values_that_skip_w_v():
     def right(x, w_q, w_k, w_v):
         return scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
 
     def skips_w_v(x, w_q, w_k, w_v):
         return scaled_dot_product_attention(x @ w_q, x @ w_k, x)
 
-    assert _verdict("self_attention", right, capsys)
-    assert not _verdict("self_attention", skips_w_v, capsys)
+    assert verdict("self_attention", right) == "passed"
+    assert verdict("self_attention", skips_w_v) == "failed"

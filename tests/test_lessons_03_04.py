@@ -3,16 +3,13 @@ exercise checkers that reject wrong answers."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from notebook_tools import verdict
 from plot_tools import grid_tiles
 
-from helpers import exercises
 from helpers.masks import causal_mask, padding_mask
 from helpers.numpy_attention import MultiHeadAttention, combine_heads, split_heads
 from helpers.widgets import explore
@@ -145,12 +142,6 @@ def test_heads_explorer_redraws_the_grid_and_trace_fast_when_a_slider_moves():
 # --- exercises of 03 and 04 reject wrong answers ------------------------------------------
 
 
-def _verdict(name, fn) -> str:
-    with contextlib.redirect_stdout(io.StringIO()):
-        exercises.check(name, fn)
-    return exercises.RESULTS[name]
-
-
 def _naive_softmax(scores, mask):
     s = np.where(mask, scores, -np.inf)
     e = np.exp(s - s.max(axis=-1, keepdims=True))
@@ -170,10 +161,10 @@ def _naive_softmax(scores, mask):
 )
 def test_exercise_checker_rejects_a_plausible_wrong_answer(name, wrong):
     with np.errstate(all="ignore"):
-        assert _verdict(name, wrong) == "failed"
+        assert verdict(name, wrong) == "failed"
 
 
 def test_exercise_checkers_accept_the_helpers_as_answers():
-    assert _verdict("padding_mask_from_lengths", padding_mask) == "passed"
-    assert _verdict("split_into_heads", split_heads) == "passed"
-    assert _verdict("merge_heads", combine_heads) == "passed"
+    assert verdict("padding_mask_from_lengths", padding_mask) == "passed"
+    assert verdict("split_into_heads", split_heads) == "passed"
+    assert verdict("merge_heads", combine_heads) == "passed"
