@@ -1,4 +1,4 @@
-"""Mask builders and converters.
+"""Mask builders and converters (notebook 03).
 
 The course uses one convention everywhere: a **boolean mask, True = may attend**, broadcastable
 to the score shape ``(..., T_q, T_k)``. This is also what ``F.scaled_dot_product_attention``
@@ -10,22 +10,26 @@ go to and from them:
 * *additive* masks, 0 where attention is allowed and ``-inf`` where it is not, added to the
   scores before the softmax.
 
-Every function accepts NumPy arrays and returns NumPy arrays; the converters also accept torch
-tensors and then return tensors.
+The builders return NumPy arrays; the converters take NumPy arrays or torch tensors and return
+the same kind they were given.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from helpers import validation as check
+from helpers import validation
 
 
 def causal_mask(T: int) -> np.ndarray:
-    """Boolean ``(T, T)``: query i may attend to keys 0..i (True on and below the diagonal)."""
-    check.require_positive_int("T", T)
+    """Boolean ``(T, T)``: query i may attend to keys 0..i (True on and below the diagonal).
+
+    Built in notebook 03, section 3 (The causal mask).
+    """
+    T = validation.require_positive_int("T", T)
     return np.tril(np.ones((T, T), dtype=bool))
 
 
@@ -33,65 +37,104 @@ def padding_mask(lengths: Any, T: int) -> np.ndarray:
     """Boolean ``(B, T)``: True at the real tokens of each sequence, False at the padding.
 
     ``lengths`` holds B sequence lengths, each between 0 and T.
+    Built in notebook 03, section 2 (The padding mask).
     """
-    check.require_positive_int("T", T)
+    T = validation.require_positive_int("T", T)
     lengths = np.asarray(lengths)
-    if lengths.ndim != 1 or lengths.dtype.kind not in "iu":
+    if lengths.dtype.kind not in "iu":
         raise TypeError(
             f"lengths must be a 1-D sequence of ints, got dtype {lengths.dtype} "
             f"and shape {lengths.shape}"
         )
+    if lengths.ndim != 1:
+        raise ValueError(f"lengths must be a 1-D sequence of ints (B,), got shape {lengths.shape}")
     if lengths.size and (lengths.min() < 0 or lengths.max() > T):
         raise ValueError(f"lengths must lie in 0..T={T}, got {lengths.tolist()}")
     return np.arange(T)[None, :] < lengths[:, None]
 
 
-def key_mask(padding: np.ndarray) -> np.ndarray:
+def key_mask(padding: Any) -> Any:
     """Turn a ``(B, T_k)`` padding mask into an attention mask ``(B, 1, T_k)``.
 
     The new axis broadcasts over the queries: every query sees the same real keys.
+    Built in notebook 03, section 2 (The padding mask).
     """
-    check.require_ndim("padding", padding, (2,), "(B, T_k)")
+    validation.require_ndim("padding", padding, (2,), "(B, T_k)")
+    validation.require_bool_mask("padding", padding)
     return padding[:, None, :]
 
 
+def head_mask(mask: Any) -> Any:
+    """Give a layer's mask a head axis so it applies to every head (notebooks 04 and 05).
+
+    A ``(B, T_q, T_k)`` mask becomes ``(B, 1, T_q, T_k)``; masks of 1 or 2 dimensions already
+    broadcast over batch and heads, and a 4-D mask is taken as per head ``(B, h, T_q, T_k)``.
+    ``None`` stays ``None``. Works for NumPy arrays and torch tensors alike.
+    """
+    if mask is None:
+        return None
+    validation.require_bool_mask("mask", mask)
+    return mask[:, None] if mask.ndim == 3 else mask
+
+
 def combine(*masks: Any) -> Any:
-    """Allowed only where every mask allows: the logical AND, with broadcasting."""
+    """Allowed only where every mask allows: the logical AND, with broadcasting.
+
+    All NumPy arrays or all torch tensors; the result is of the same kind.
+    Built in notebook 03, section 4 (Both at once).
+    """
     if not masks:
         raise ValueError("combine needs at least one mask, got none")
-    result = masks[0]
     for i, m in enumerate(masks):
-        check.require_bool_mask(f"masks[{i}]", m)
+        validation.require_bool_mask(f"masks[{i}]", m)
+    kinds = {type(m).__module__.split(".")[0] for m in masks}
+    if len(kinds) > 1:
+        listed = ", ".join(f"masks[{i}] {type(m).__name__}" for i, m in enumerate(masks))
+        raise TypeError(f"masks must be all NumPy arrays or all torch tensors, got {listed}")
     try:
-        np.broadcast_shapes(*(check.shape_of(m) for m in masks))
+        np.broadcast_shapes(*(validation.shape_of(m) for m in masks))
     except ValueError:
-        shapes = ", ".join(f"masks[{i}] {check.shape_of(m)}" for i, m in enumerate(masks))
+        shapes = ", ".join(f"masks[{i}] {validation.shape_of(m)}" for i, m in enumerate(masks))
         raise ValueError(f"masks do not broadcast together: {shapes}") from None
+    result = masks[0]
     for m in masks[1:]:
         result = result & m
     return result
 
 
 def to_block(mask: Any) -> Any:
-    """True = may attend  ->  True = ignore (``nn.MultiheadAttention``'s boolean masks)."""
-    check.require_bool_mask("mask", mask)
+    """True = may attend  ->  True = ignore (``nn.MultiheadAttention``'s boolean masks).
+
+    Built in notebook 03, section 5 (Mask conventions, and how to convert).
+    """
+    validation.require_bool_mask("mask", mask)
     return ~mask
 
 
 def from_block(block: Any) -> Any:
-    """True = ignore  ->  True = may attend (the course convention)."""
-    check.require_bool_mask("block", block)
+    """True = ignore  ->  True = may attend (the course convention). Notebook 03, section 5."""
+    validation.require_bool_mask("block", block)
     return ~block
 
 
 def to_additive(mask: Any, dtype: Any = None) -> Any:
-    """Boolean keep-mask -> additive mask: 0.0 where allowed, ``-inf`` where masked."""
-    check.require_bool_mask("mask", mask)
+    """Boolean keep-mask -> additive mask: 0.0 where allowed, ``-inf`` where masked.
+
+    ``dtype`` is a floating dtype (default float64 for NumPy, float32 for torch): only a
+    floating dtype can hold ``-inf``. Notebook 03, section 5.
+    """
+    validation.require_bool_mask("mask", mask)
     if isinstance(mask, np.ndarray):
-        return np.where(mask, 0.0, -np.inf).astype(dtype or np.float64)
+        dtype = np.dtype(dtype or np.float64)
+        if dtype.kind != "f":
+            raise TypeError(f"dtype must be a floating dtype to hold -inf, got {dtype}")
+        return np.where(mask, 0.0, -np.inf).astype(dtype)
     import torch
 
-    zeros = torch.zeros(mask.shape, dtype=dtype or torch.float32, device=mask.device)
+    dtype = dtype or torch.float32
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch dtype to hold -inf, got {dtype}")
+    zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(~mask, float("-inf"))
 
 
@@ -100,6 +143,13 @@ def from_additive(additive: Any, threshold: float = -1e4) -> Any:
 
     A position counts as masked where its value is ``-inf`` or at most ``threshold``, so masks
     that use a large negative number (``-1e9``, ``finfo.min``) instead of ``-inf`` convert too.
+    ``threshold`` must be a finite negative number. Notebook 03, section 6.
     """
-    check.require_floating("additive", additive)
+    validation.require_floating("additive", additive)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)):
+        raise TypeError(f"threshold must be a number, got {type(threshold).__name__}")
+    if not (math.isfinite(threshold) and threshold < 0):
+        raise ValueError(
+            f"threshold must be a finite negative number (allowed entries are 0), got {threshold}"
+        )
     return additive > threshold

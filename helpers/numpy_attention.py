@@ -1,15 +1,22 @@
 """Attention in NumPy: the reference implementation the rest of the course is checked against.
 
-Shapes: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``. Masks are boolean
-with **True = may attend**, broadcastable to the score shape ``(..., T_q, T_k)``. A query row
-whose keys are all masked gets zero weights and a zero output, never NaN.
+Shapes: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``; model inputs
+``(B, T, D)``; heads ``(B, h, T, d_k)``. Masks are boolean with **True = may attend**,
+broadcastable to the score shape ``(..., T_q, T_k)``. A query row whose keys are all masked
+gets zero weights and a zero output, never NaN. The reference computes only with finite
+numbers: NaN or infinity in its input is an error (``-inf`` in a softmax's input is allowed,
+since that is how a mask arrives).
+
+Each public function checks its arguments once (``helpers.validation``); the computations
+under them are the private ``_softmax``, ``_attention``, ``_split`` and ``_combine``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from helpers import validation as check
+from helpers import validation
+from helpers.masks import head_mask
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -17,12 +24,21 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
     Entries equal to ``-inf`` get probability 0. A slice that is ``-inf`` everywhere (nothing
     to attend to) gives all zeros instead of NaN. Same shape as ``x``.
+    Built in notebook 01, section 3 (Softmax: from scores to weights).
     """
     x = np.asarray(x)
-    check.require_floating("x", x)
+    validation.require_floating("x", x)
+    if x.size == 0:
+        raise ValueError(f"x must not be empty, got shape {x.shape}")
+    validation.require_finite("x", x, allow_neg_inf=True)
+    return _softmax(x, axis)
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     x_max = np.max(x, axis=axis, keepdims=True)
     x_max = np.where(np.isfinite(x_max), x_max, 0.0)  # an all -inf slice stays -inf, not NaN
-    e = np.exp(x - x_max)
+    with np.errstate(over="ignore"):  # x - x_max may pass -max: exp of -inf is the right 0
+        e = np.exp(x - x_max)
     total = np.sum(e, axis=axis, keepdims=True)
     return e / np.where(total == 0, 1.0, total)
 
@@ -30,49 +46,54 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 def scaled_dot_product_attention(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """softmax(q k^T / sqrt(d_k)) v, returning ``(output, weights)``.
+    """softmax(q k^T / sqrt(d_k)) v, returning ``(output (..., T_q, d_v), weights (..., T_q, T_k))``.
 
-    output ``(..., T_q, d_v)``, weights ``(..., T_q, T_k)``. ``mask`` is boolean, True = may
-    attend, broadcastable to ``(..., T_q, T_k)``.
+    ``mask`` is boolean, True = may attend, broadcastable to ``(..., T_q, T_k)``.
+    Built in notebook 02, section 4 (The full function); masks join in notebook 03.
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check.require_array(name, x, np.ndarray, "NumPy array")
-    check.check_qkv(q, k, v)
-    d_k = q.shape[-1]
-    # float(): a NumPy float64 scalar would promote float32 scores to float64 (NumPy 2 rules)
-    scores = q @ np.swapaxes(k, -1, -2) / float(np.sqrt(d_k))  # (..., T_q, T_k)
+    validation.check_attention(q, k, v, mask, np.ndarray, "NumPy array")
+    return _attention(q, k, v, mask)
+
+
+def _attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    # Scale q before the product: q k^T itself may overflow where the scaled scores fit.
+    # float(): a NumPy float64 scalar would promote float32 to float64 (NumPy 2 rules).
+    scores = (q / float(np.sqrt(q.shape[-1]))) @ np.swapaxes(k, -1, -2)  # (..., T_q, T_k)
     if mask is not None:
-        check.require_array("mask", mask, np.ndarray, "NumPy array")
-        check.check_mask(mask, scores.shape)
         scores = np.where(mask, scores, -np.inf)
-    weights = softmax(scores, axis=-1)
+    weights = _softmax(scores, axis=-1)
     return weights @ v, weights
 
 
 def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:
-    """(B, T, D) -> (B, h, T, d_k) with d_k = D / h; head i takes columns i*d_k:(i+1)*d_k."""
-    check.require_positive_int("num_heads", num_heads)
-    check.require_ndim("x", x, (3,), "(B, T, D)")
-    batch, length, d_model = x.shape
-    check.require_divisible(d_model, num_heads)
-    return x.reshape(batch, length, num_heads, d_model // num_heads).transpose(0, 2, 1, 3)
+    """(B, T, D) -> (B, h, T, d_k) with d_k = D / h; head i takes columns i*d_k:(i+1)*d_k.
+
+    Built in notebook 04, section 3 (Vectorised: split, attend, combine, project).
+    """
+    validation.check_split(x, num_heads, np.ndarray, "NumPy array")
+    return _split(x, int(num_heads))
+
+
+def _split(x: np.ndarray, num_heads: int) -> np.ndarray:
+    B, T, D = x.shape
+    return x.reshape(B, T, num_heads, D // num_heads).transpose(0, 2, 1, 3)
 
 
 def combine_heads(x: np.ndarray) -> np.ndarray:
-    """(B, h, T, d_k) -> (B, T, h * d_k): the inverse of :func:`split_heads`."""
-    check.require_ndim("x", x, (4,), "(B, h, T, d_k)")
-    batch, heads, length, d_k = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * d_k)
+    """(B, h, T, d_k) -> (B, T, h * d_k): the inverse of :func:`split_heads`.
 
-
-def head_mask(mask):
-    """Give a model-level mask a head axis so it applies to every head.
-
-    A ``(B, T_q, T_k)`` mask becomes ``(B, 1, T_q, T_k)``; masks of 1 or 2 dimensions already
-    broadcast over batch and heads, and a 4-D mask is taken as per head ``(B, h, T_q, T_k)``.
-    Works for NumPy arrays and torch tensors alike.
+    Built in notebook 04, section 3 (Vectorised: split, attend, combine, project).
     """
-    return mask[:, None] if mask is not None and mask.ndim == 3 else mask
+    validation.require_array("x", x, np.ndarray, "NumPy array")
+    validation.require_ndim("x", x, (4,), "(B, h, T, d_k)")
+    return _combine(x)
+
+
+def _combine(x: np.ndarray) -> np.ndarray:
+    B, h, T, d_k = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, T, h * d_k)
 
 
 class MultiHeadAttention:
@@ -80,13 +101,17 @@ class MultiHeadAttention:
 
     Weights act as ``x @ W`` with ``W`` of shape ``(d_in, d_out)`` = ``(D, D)``. Inputs are
     ``(B, T, D)``; ``forward`` returns ``(output (B, T_q, D), weights (B, h, T_q, T_k))``.
+    Built in notebook 04, section 6 (Your own ``MultiHeadAttention``).
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, seed: int = 0) -> None:
-        check.require_positive_int("d_model", d_model)
-        check.require_positive_int("num_heads", num_heads)
-        check.require_divisible(d_model, num_heads)
+        d_model, num_heads = validation.check_sizes(d_model, num_heads, bias)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+        if seed < 0:
+            raise ValueError(f"seed must be 0 or more, got {seed}")
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
+        self.bias = bool(bias)
         rng = np.random.default_rng(seed)
         scale = 1.0 / np.sqrt(d_model)
         self.params: dict[str, np.ndarray] = {}
@@ -95,7 +120,6 @@ class MultiHeadAttention:
             self.params[f"b_{name}"] = (
                 rng.uniform(-scale, scale, size=d_model) if bias else np.zeros(d_model)
             )
-        self.bias = bias
 
     def num_parameters(self) -> int:
         """Total number of learned numbers: 4 D^2 (+ 4 D with bias), whatever h is."""
@@ -115,21 +139,11 @@ class MultiHeadAttention:
         """Self-attention when key/value are omitted, cross-attention otherwise."""
         key = query if key is None else key
         value = key if value is None else value
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            check.require_array(name, x, np.ndarray, "NumPy array")
-            check.check_model_input(name, x, self.d_model)
-        check.check_key_value(key, value)
-        check.check_batch(query, key)
-        if mask is not None:
-            check.require_array("mask", mask, np.ndarray, "NumPy array")
-            target = (query.shape[0], query.shape[1], key.shape[1])
-            if mask.ndim == 4:
-                target = (query.shape[0], self.num_heads, *target[1:])
-            check.check_mask(mask, target)
-        q = split_heads(self.project(query, "q"), self.num_heads)  # (B, h, T_q, d_k)
-        k = split_heads(self.project(key, "k"), self.num_heads)  # (B, h, T_k, d_k)
-        v = split_heads(self.project(value, "v"), self.num_heads)  # (B, h, T_k, d_k)
-        heads, weights = scaled_dot_product_attention(q, k, v, head_mask(mask))
-        return self.project(combine_heads(heads), "o"), weights
+        validation.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads)
+        q = _split(self.project(query, "q"), self.num_heads)  # (B, h, T_q, d_k)
+        k = _split(self.project(key, "k"), self.num_heads)  # (B, h, T_k, d_k)
+        v = _split(self.project(value, "v"), self.num_heads)  # (B, h, T_k, d_k)
+        heads, weights = _attention(q, k, v, head_mask(mask))  # (B, h, T_q, d_k)
+        return self.project(_combine(heads), "o"), weights
 
     __call__ = forward

@@ -1,50 +1,69 @@
-"""Multi-head attention as PyTorch modules.
+"""Multi-head attention in PyTorch: the reference for notebooks 05, 06 and 07.
 
-``MultiHeadAttention`` keeps four separate projections (q, k, v, out) and computes attention
-explicitly; ``FusedMultiHeadAttention`` does the three input projections as one ``D -> 3 D``
-matmul laid out as ``[all heads' Q | all heads' K | all heads' V]`` and hands the attention core
-to ``F.scaled_dot_product_attention`` unless the weights are asked for.
-
-Both take batch-first inputs ``(B, T, D)`` and a boolean mask, **True = may attend**,
-broadcastable to ``(B, T_q, T_k)`` (or ``(B, h, T_q, T_k)`` per head).
-``forward`` returns ``(output (B, T_q, D), weights (B, h, T_q, T_k) or None)``.
-
-Fully masked queries: a query row whose keys are all masked gets zero weights and a zero
-attention output (so the module's output there is just ``out_proj``'s bias), never NaN, on the
-explicit path (:func:`attention`) and on the SDPA path (:func:`sdpa`) alike.
+Inputs ``(B, T, D)``, heads ``(B, h, T, d_k)`` with d_k = D / h, boolean masks with
+**True = may attend**. A query with no key to attend to gets zero weights and a zero attention
+output, never NaN. The modules do not scan inputs for NaN or infinity (a pass over every tensor):
+a NaN in an input comes out as NaN in every row that attends to it.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers import validation as check
-from helpers.numpy_attention import head_mask
+from helpers import validation
+from helpers.masks import head_mask
 
 
-def _check_qkv_tensors(q: Tensor, k: Tensor, v: Tensor) -> None:
-    """q, k and v must be tensors whose shapes and dtypes fit each other (see check_qkv)."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check.require_array(name, x, Tensor, "torch.Tensor")
-    check.check_qkv(q, k, v)
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(q k^T / sqrt(d_k)) v written out: the torch twin of the NumPy reference (nb 05).
 
-
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Explicit softmax(q k^T / sqrt(d_k)) v in torch, returning ``(output, weights)``.
-
-    q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``; output
-    ``(..., T_q, d_v)``, weights ``(..., T_q, T_k)``. Fully masked rows give zeros.
+    q ``(..., T_q, d_k)``, k and v ``(..., T_k, d_k | d_v)`` -> ``(output, weights (..., T_q, T_k))``.
     """
-    _check_qkv_tensors(q, k, v)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
+    validation.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
+    return _explicit(q, k, v, mask)
+
+
+def sdpa(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False
+) -> Tensor:
+    """``F.scaled_dot_product_attention`` that takes a mask and ``is_causal`` together, and
+    gives zeros, never NaN, for a row with no allowed key (notebook 07, section 3)."""
+    validation.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
+    validation.require_bool("is_causal", is_causal)
+    return _fused(q, k, v, mask, is_causal)
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """(B, T, D) -> (B, h, T, d_k), a view; notebook 05, section 2."""
+    validation.check_split(x, num_heads, Tensor, "torch.Tensor")
+    return _split(x, int(num_heads))
+
+
+def _split(x: Tensor, num_heads: int) -> Tensor:
+    B, T, D = x.shape
+    return x.view(B, T, num_heads, D // num_heads).transpose(1, 2)
+
+
+def _combine(x: Tensor) -> Tensor:
+    B, h, T, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, T, h * d_k)
+
+
+def _causal(q: Tensor, k: Tensor) -> Tensor:
+    """Boolean ``(T_q, T_k)``, True on and below the diagonal: aligned top-left, like SDPA's."""
+    return torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+
+
+def _explicit(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    # Scale q before the product, as SDPA does: q k^T may overflow where the scaled scores fit.
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (..., T_q, T_k)
     if mask is not None:
-        check.require_array("mask", mask, Tensor, "torch.Tensor")
-        check.check_mask(mask, tuple(scores.shape))
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     if mask is not None:  # a row with no allowed key is all -inf: give it zeros, not NaN
@@ -52,82 +71,23 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tu
     return weights @ v, weights
 
 
-def sdpa(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False
-) -> Tensor:
-    """``F.scaled_dot_product_attention`` with the course's guarantees added.
-
-    Accepts a mask and ``is_causal`` together (they are combined), and returns zeros, never
-    NaN, for a query row with no allowed key. Shapes as in :func:`attention`.
-    """
-    _check_qkv_tensors(q, k, v)
-    if mask is not None:
-        check.require_array("mask", mask, Tensor, "torch.Tensor")
-        check.check_mask(mask, (*q.shape[:-1], k.shape[-2]))
-        mask = mask.to(q.device)
-        if is_causal:
-            mask = mask & causal_mask_like(q, k)
-            is_causal = False
+def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+    if mask is not None and is_causal:  # SDPA takes one or the other: fold causal into mask
+        mask, is_causal = mask & _causal(q, k), False
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
-    if mask is not None:
+    if mask is not None:  # older torch gives NaN for a row with no allowed key
         out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     return out
 
 
-def causal_mask_like(q: Tensor, k: Tensor) -> Tensor:
-    """Boolean ``(T_q, T_k)`` causal mask on q's device, aligned top-left like SDPA's."""
-    return torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-
-
-def split_heads(x: Tensor, num_heads: int) -> Tensor:
-    """(B, T, D) -> (B, h, T, d_k)."""
-    batch, length, d_model = x.shape
-    return x.view(batch, length, num_heads, d_model // num_heads).transpose(1, 2)
-
-
-def combine_heads(x: Tensor) -> Tensor:
-    """(B, h, T, d_k) -> (B, T, h * d_k); transpose first, then reshape (which copies)."""
-    batch, heads, length, d_k = x.shape
-    return x.transpose(1, 2).reshape(batch, length, heads * d_k)
-
-
-class _AttentionBase(nn.Module):
-    """Sizes and argument checks shared by both modules."""
-
-    def __init__(self, d_model: int, num_heads: int, bias: bool) -> None:
-        super().__init__()
-        check.require_positive_int("d_model", d_model)
-        check.require_positive_int("num_heads", num_heads)
-        check.require_divisible(d_model, num_heads)
-        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
-
-    def _inputs(
-        self, query: Tensor, key: Tensor | None, value: Tensor | None, mask: Tensor | None
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        key = query if key is None else key
-        value = key if value is None else value
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            check.require_array(name, x, Tensor, "torch.Tensor")
-            check.check_model_input(name, x, self.d_model)
-        check.require_same_dtype(query=query, key=key, value=value)
-        check.check_module_dtype("query", query, self.out_proj.weight)
-        check.check_key_value(key, value)
-        check.check_batch(query, key)
-        if mask is not None:
-            check.require_array("mask", mask, Tensor, "torch.Tensor")
-            target = (query.shape[0], query.shape[1], key.shape[1])
-            if mask.ndim == 4:
-                target = (query.shape[0], self.num_heads, *target[1:])
-            check.check_mask(mask, target)
-        return query, key, value, head_mask(mask)
-
-
-class MultiHeadAttention(_AttentionBase):
-    """Separate q/k/v/out projections and explicit attention: the readable reference module."""
+class MultiHeadAttention(nn.Module):
+    """Separate q/k/v/out projections and explicit attention: notebook 05, section 2."""
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:
-        super().__init__(d_model, num_heads, bias)
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        super().__init__()
+        d_model, num_heads = validation.check_sizes(d_model, num_heads, bias)
+        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # weight (D, D) = (d_out, d_in)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -140,58 +100,44 @@ class MultiHeadAttention(_AttentionBase):
         mask: Tensor | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        query, key, value, mask = self._inputs(query, key, value, mask)
-        q = split_heads(self.q_proj(query), self.num_heads)  # (B, h, T_q, d_k)
-        k = split_heads(self.k_proj(key), self.num_heads)  # (B, h, T_k, d_k)
-        v = split_heads(self.v_proj(value), self.num_heads)  # (B, h, T_k, d_k)
-        heads, weights = attention(q, k, v, mask)
-        return self.out_proj(combine_heads(heads)), weights if need_weights else None
-
-    @classmethod
-    def from_numpy(cls, module) -> MultiHeadAttention:
-        """Copy a :class:`helpers.numpy_attention.MultiHeadAttention`'s weights.
-
-        NumPy stores ``W`` as ``(d_in, d_out)`` for ``x @ W``; ``nn.Linear`` stores
-        ``(d_out, d_in)`` and computes ``x @ weight.T``, hence the transpose.
-        """
-        new = cls(module.d_model, module.num_heads, bias=module.bias)
-        dtype = torch.from_numpy(np.asarray(module.params["W_q"])).dtype
-        new = new.to(dtype)
-        layers = {"q": new.q_proj, "k": new.k_proj, "v": new.v_proj, "o": new.out_proj}
-        with torch.no_grad():
-            for name, layer in layers.items():
-                layer.weight.copy_(torch.from_numpy(module.params[f"W_{name}"].T))
-                if layer.bias is not None:
-                    layer.bias.copy_(torch.from_numpy(module.params[f"b_{name}"]))
-        return new
+        """``(output (B, T_q, D), weights (B, h, T_q, T_k) or None)``; key/value default to query."""
+        key = query if key is None else key
+        value = key if value is None else value
+        validation.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads,
+                                       self.out_proj.weight, need_weights=need_weights)  # fmt: skip
+        q = _split(self.q_proj(query), self.num_heads)  # (B, h, T_q, d_k)
+        k = _split(self.k_proj(key), self.num_heads)  # (B, h, T_k, d_k)
+        v = _split(self.v_proj(value), self.num_heads)  # (B, h, T_k, d_k)
+        heads, weights = _explicit(q, k, v, head_mask(mask))  # (B, h, T_q, d_k)
+        return self.out_proj(_combine(heads)), (weights if need_weights else None)
 
 
-class FusedMultiHeadAttention(_AttentionBase):
-    """One ``D -> 3 D`` projection for q, k and v, and SDPA as the attention core.
+class FusedMultiHeadAttention(nn.Module):
+    """One ``D -> 3 D`` projection and SDPA as the core: notebook 06, section 4, and 07.
 
     ``qkv_proj.weight`` is ``(3 D, D)``: rows ``0:D`` make Q, ``D:2D`` make K, ``2D:3D`` make V,
     each block holding all heads in order (the layout of ``nn.MultiheadAttention``'s
-    ``in_proj_weight``).
+    ``in_proj_weight``). SDPA never forms the weights, so ``need_weights=True`` takes the
+    explicit path.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:
-        super().__init__(d_model, num_heads, bias)
-        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        super().__init__()
+        d_model, num_heads = validation.check_sizes(d_model, num_heads, bias)
+        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # weight (3 D, D)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def project_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
         """Q, K, V in ``(B, h, T, d_k)``: one matmul for self-attention, three slices otherwise."""
         if key is query and value is query:
-            batch, length, _ = query.shape
-            qkv = self.qkv_proj(query)  # (B, T, 3 D)
-            qkv = qkv.view(batch, length, 3, self.num_heads, self.d_k)
+            B, T, D = query.shape
+            qkv = self.qkv_proj(query).view(B, T, 3, self.num_heads, self.d_k)  # (B, T, 3, h, d_k)
             return qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, T, d_k)
-        w = self.qkv_proj.weight.chunk(3, dim=0)  # 3 x (D, D)
-        b = self.qkv_proj.bias.chunk(3) if self.qkv_proj.bias is not None else (None,) * 3
-        return tuple(
-            split_heads(F.linear(x, w_i, b_i), self.num_heads)
-            for x, w_i, b_i in zip((query, key, value), w, b, strict=True)
-        )
+        w, b = self.qkv_proj.weight.chunk(3), self.qkv_proj.bias  # 3 x (D, D): Q, K, V rows
+        b = b.chunk(3) if b is not None else (None, None, None)
+        inputs = (query, key, value)
+        return tuple(_split(F.linear(inputs[i], w[i], b[i]), self.num_heads) for i in range(3))
 
     def forward(
         self,
@@ -202,51 +148,28 @@ class FusedMultiHeadAttention(_AttentionBase):
         need_weights: bool = False,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        query, key, value, mask = self._inputs(query, key, value, mask)
-        q, k, v = self.project_qkv(query, key, value)
-        if need_weights:  # SDPA never forms the weights, so take the explicit path
+        """As :class:`MultiHeadAttention`, plus ``is_causal`` (aligned top-left, like SDPA)."""
+        key = query if key is None else key
+        value = key if value is None else value
+        validation.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads,
+            self.out_proj.weight, need_weights=need_weights, is_causal=is_causal)  # fmt: skip
+        q, k, v = self.project_qkv(query, key, value)  # 3 x (B, h, T, d_k)
+        mask = head_mask(mask)
+        if need_weights:
             if is_causal:
-                causal = causal_mask_like(q, k)
-                mask = causal if mask is None else mask & causal
-            heads, weights = attention(q, k, v, mask)
+                mask = _causal(q, k) if mask is None else mask & _causal(q, k)
+            heads, weights = _explicit(q, k, v, mask)  # (B, h, T_q, d_k)
         else:
-            heads, weights = sdpa(q, k, v, mask, is_causal=is_causal), None
-        return self.out_proj(combine_heads(heads)), weights
-
-    @classmethod
-    def from_separate(cls, module: MultiHeadAttention) -> FusedMultiHeadAttention:
-        """Stack a :class:`MultiHeadAttention`'s q/k/v weights into one fused projection."""
-        bias = module.q_proj.bias is not None
-        new = cls(module.d_model, module.num_heads, bias=bias).to(module.q_proj.weight.dtype)
-        projections = (module.q_proj, module.k_proj, module.v_proj)
-        with torch.no_grad():
-            new.qkv_proj.weight.copy_(torch.cat([p.weight for p in projections], dim=0))
-            if bias:
-                new.qkv_proj.bias.copy_(torch.cat([p.bias for p in projections]))
-            new.out_proj.load_state_dict(module.out_proj.state_dict())
-        return new
+            heads, weights = _fused(q, k, v, mask, is_causal), None
+        return self.out_proj(_combine(heads)), weights
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> FusedMultiHeadAttention:
-        """Copy ``torch.nn.MultiheadAttention``'s ``in_proj_weight``/``in_proj_bias``.
+        """The same layer with ``nn.MultiheadAttention``'s weights (notebook 06, section 5).
 
-        Its in-projection already uses the ``[Q | K | V]`` layout, so the copy is direct. The
-        result is batch-first whatever ``module.batch_first`` says.
+        Its ``in_proj_weight`` already has the ``[Q | K | V]`` layout; see
+        :func:`helpers.convert.fused_from_torch`, which does the copy.
         """
-        check.require_array("module", module, nn.MultiheadAttention, "torch.nn.MultiheadAttention")
-        if module.in_proj_weight is None:
-            raise ValueError(
-                "module uses separate q/k/v projections (kdim or vdim differ from embed_dim); "
-                f"embed_dim={module.embed_dim}, kdim={module.kdim}, vdim={module.vdim}"
-            )
-        bias = module.in_proj_bias is not None
-        dtype = module.in_proj_weight.dtype
-        new = cls(module.embed_dim, module.num_heads, bias=bias).to(dtype)
-        with torch.no_grad():
-            new.qkv_proj.weight.copy_(module.in_proj_weight)
-            if bias:
-                new.qkv_proj.bias.copy_(module.in_proj_bias)
-            new.out_proj.weight.copy_(module.out_proj.weight)
-            if bias:
-                new.out_proj.bias.copy_(module.out_proj.bias)
-        return new.to(module.in_proj_weight.device)
+        from helpers.convert import fused_from_torch
+
+        return fused_from_torch(module)

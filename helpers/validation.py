@@ -1,67 +1,69 @@
-"""Argument checks shared by the NumPy and PyTorch code.
+"""Argument checks: each public function checks its arguments once, here, where the learner calls.
 
-Every check raises ``ValueError`` (wrong shape or value) or ``TypeError`` (wrong type or
-dtype) with a message that names the argument and shows the shapes involved. The checks only
-look at ``.shape``, ``.ndim`` and ``.dtype``, so they work for NumPy arrays and torch tensors.
+Every check raises ``ValueError`` (wrong shape or value) or ``TypeError`` (wrong type or dtype)
+with a message that names the argument and shows the shapes involved. The checks read only
+``.shape``, ``.ndim``, ``.dtype`` and ``.device``, so one check serves NumPy arrays and torch
+tensors alike. The computations behind the public functions do not check again.
+
+Notation: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``; model inputs
+``(B, T, D)``; masks boolean, **True = may attend**.
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
+
+import numpy as np
+
+# --- single facts -------------------------------------------------------------------------
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
-    """The shape of an array or tensor as a plain tuple of ints."""
-    return tuple(int(n) for n in x.shape)
+    """The shape of an array or tensor as a plain tuple of ints (``()`` for a scalar)."""
+    return tuple(map(int, getattr(x, "shape", ())))
+
+
+def describe(x: Any) -> str:
+    """``type name`` plus ``of shape (...)`` when ``x`` has a shape: for TypeError messages."""
+    shape = f" of shape {shape_of(x)}" if hasattr(x, "shape") else ""
+    return f"{type(x).__name__}{shape}"
+
+
+def is_floating(x: Any) -> bool:
+    """Whether an array or tensor holds floating-point numbers (NumPy or torch dtype)."""
+    kind = getattr(x.dtype, "kind", None)  # NumPy dtypes have .kind, torch dtypes do not
+    return kind == "f" if kind is not None else bool(x.dtype.is_floating_point)
 
 
 def require_array(name: str, x: Any, kind: type | tuple[type, ...], kind_name: str) -> None:
     """Raise TypeError unless ``x`` is an instance of ``kind``."""
     if not isinstance(x, kind):
-        shape = f" of shape {shape_of(x)}" if hasattr(x, "shape") else ""
-        raise TypeError(f"{name} must be a {kind_name}, got {type(x).__name__}{shape}")
-
-
-def require_min_ndim(name: str, x: Any, ndim: int, layout: str) -> None:
-    """Raise ValueError unless ``x`` has at least ``ndim`` dimensions laid out as ``layout``."""
-    if x.ndim < ndim:
-        raise ValueError(
-            f"{name} must have at least {ndim} dimensions {layout}, got shape {shape_of(x)}"
-        )
+        raise TypeError(f"{name} must be a {kind_name}, got {describe(x)}")
 
 
 def require_ndim(name: str, x: Any, allowed: tuple[int, ...], layout: str) -> None:
-    """Raise ValueError unless ``x.ndim`` is one of ``allowed``."""
+    """Raise TypeError for a non-array, ValueError unless ``x.ndim`` is one of ``allowed``."""
+    if not hasattr(x, "ndim"):
+        raise TypeError(f"{name} must be an array of shape {layout}, got {describe(x)}")
     if x.ndim not in allowed:
         raise ValueError(f"{name} must have shape {layout}, got shape {shape_of(x)}")
 
 
-def require_nonempty(name: str, x: Any, axis: int, what: str) -> None:
-    """Raise ValueError if ``x`` has length 0 along ``axis`` (e.g. an empty sequence)."""
-    if x.shape[axis] == 0:
-        raise ValueError(f"{name} has an empty {what} (size 0), shape {shape_of(x)}")
-
-
-def require_same_dtype(**arrays: Any) -> None:
-    """Raise TypeError if the given arrays do not all share one dtype."""
-    dtypes = {name: a.dtype for name, a in arrays.items()}
-    if len({str(d) for d in dtypes.values()}) > 1:
-        listed = ", ".join(f"{n}: {a.dtype} {shape_of(a)}" for n, a in arrays.items())
-        raise TypeError(f"{', '.join(dtypes)} must share one dtype, got {listed}")
-
-
 def require_floating(name: str, x: Any) -> None:
-    """Raise TypeError unless ``x`` holds floating-point numbers."""
-    kind = getattr(x.dtype, "kind", None)  # NumPy dtypes have .kind, torch dtypes do not
-    is_float = kind == "f" if kind is not None else x.dtype.is_floating_point
-    if not is_float:
+    """Raise TypeError unless ``x`` is an array holding floating-point numbers."""
+    if not hasattr(x, "dtype"):
+        raise TypeError(f"{name} must be a floating-point array, got {describe(x)}")
+    if not is_floating(x):
         raise TypeError(
             f"{name} must be a floating-point array, got dtype {x.dtype}, shape {shape_of(x)}"
         )
 
 
 def require_bool_mask(name: str, mask: Any) -> None:
-    """Raise TypeError unless ``mask`` is boolean (True = may attend)."""
+    """Raise TypeError unless ``mask`` is a boolean array or tensor (True = may attend)."""
+    if not hasattr(mask, "dtype"):
+        raise TypeError(f"{name} must be a boolean array or tensor, got {describe(mask)}")
     if str(mask.dtype) not in ("bool", "torch.bool"):
         raise TypeError(
             f"{name} must be boolean (True = may attend), got dtype {mask.dtype}, "
@@ -70,41 +72,104 @@ def require_bool_mask(name: str, mask: Any) -> None:
         )
 
 
+def require_bool(name: str, value: Any) -> None:
+    """Raise TypeError unless ``value`` is True or False (``'no'`` is not a flag)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+
+
+def require_same_dtype(**arrays: Any) -> None:
+    """Raise TypeError unless the given arrays all share one dtype, listing each."""
+    first, *rest = arrays.values()
+    for a in rest:
+        if a.dtype != first.dtype:
+            listed = ", ".join(f"{n}: {a.dtype} {shape_of(a)}" for n, a in arrays.items())
+            raise TypeError(f"{', '.join(arrays)} must share one dtype, got {listed}")
+
+
 def require_broadcastable(name: str, shape: tuple[int, ...], target: tuple[int, ...]) -> None:
     """Raise ValueError unless ``shape`` broadcasts to ``target`` (NumPy rules)."""
-    ok = len(shape) <= len(target) and all(
-        s in (1, t) for s, t in zip(reversed(shape), reversed(target), strict=False)
-    )
+    try:
+        ok = np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        ok = False
     if not ok:
         raise ValueError(f"{name} of shape {shape} does not broadcast to {target}")
 
 
-def require_positive_int(name: str, value: Any) -> None:
-    """Raise TypeError for a non-integer, ValueError for an integer <= 0."""
-    if isinstance(value, bool) or not isinstance(value, int):
+def require_positive_int(name: str, value: Any) -> int:
+    """Return ``value`` as an int; TypeError for a non-integer, ValueError for one <= 0.
+
+    Python and NumPy integers (what ``lengths.max()`` gives) are accepted; bools are not.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value <= 0:
         raise ValueError(f"{name} must be positive, got {value}")
+    return int(value)
 
 
 def require_divisible(d_model: int, num_heads: int) -> None:
     """Raise ValueError unless d_model splits evenly into num_heads heads."""
-    if d_model % num_heads:
+    if num_heads <= 0 or d_model % num_heads:
         raise ValueError(
             f"d_model={d_model} is not divisible by num_heads={num_heads}; "
             f"each head needs d_k = d_model / num_heads"
         )
 
 
-def check_qkv(q: Any, k: Any, v: Any) -> None:
-    """Check q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v) against each other."""
+def require_finite(name: str, x: np.ndarray, allow_neg_inf: bool = False) -> None:
+    """Raise ValueError if a NumPy array holds NaN or infinity (``-inf`` allowed if asked)."""
+    bad = np.isnan(x) | (x == np.inf) if allow_neg_inf else ~np.isfinite(x)
+    if bad.any():
+        what = "NaN or +inf" if allow_neg_inf else "NaN or infinity"
+        raise ValueError(
+            f"{name} contains {what} at {int(bad.sum())} of {x.size} entries, "
+            f"shape {shape_of(x)}; the reference only computes with finite numbers"
+        )
+
+
+# --- the checks the public functions make, one call each ----------------------------------
+
+
+def check_sizes(d_model: Any, num_heads: Any, bias: Any = True) -> tuple[int, int]:
+    """A multi-head layer's sizes: positive ints, D divisible by h; returns ``(D, h)``."""
+    d_model = require_positive_int("d_model", d_model)
+    num_heads = require_positive_int("num_heads", num_heads)
+    require_divisible(d_model, num_heads)
+    require_bool("bias", bias)
+    return d_model, num_heads
+
+
+def check_split(x: Any, num_heads: Any, kind: type, kind_name: str) -> None:
+    """``split_heads``' arguments: x ``(B, T, D)`` of ``kind``, D divisible by num_heads."""
+    require_array("x", x, kind, kind_name)
+    num_heads = require_positive_int("num_heads", num_heads)
+    require_ndim("x", x, (3,), "(B, T, D)")
+    require_divisible(x.shape[-1], num_heads)
+
+
+def check_attention(
+    q: Any, k: Any, v: Any, mask: Any, kind: type, kind_name: str
+) -> tuple[int, ...]:
+    """q, k, v (and mask) for one attention call; returns the score shape ``(..., T_q, T_k)``.
+
+    q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)`` of one floating dtype
+    and ``kind``, batch dimensions that broadcast together; mask boolean and broadcastable to
+    the scores. NumPy inputs must also be finite (the reference computes only with numbers).
+    """
     for name, x in (("q", q), ("k", k), ("v", v)):
-        require_min_ndim(name, x, 2, "(..., T, d)")
+        require_array(name, x, kind, kind_name)
+        if x.ndim < 2:
+            raise ValueError(
+                f"{name} must have at least 2 dimensions (..., T, d), got shape {shape_of(x)}"
+            )
         require_floating(name, x)
     require_same_dtype(q=q, k=k, v=v)
-    require_nonempty("k", k, -2, "key sequence T_k")
-    require_nonempty("q", q, -2, "query sequence T_q")
-    require_nonempty("q", q, -1, "feature dimension d_k")
+    for name, x, axis, what in (("k", k, -2, "key sequence T_k"), ("q", q, -2, "query sequence T_q"),
+                                ("q", q, -1, "feature dimension d_k")):  # fmt: skip
+        if x.shape[axis] == 0:
+            raise ValueError(f"{name} has an empty {what} (size 0), shape {shape_of(x)}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q and k must share d_k (last dimension): q {shape_of(q)}, k {shape_of(k)}"
@@ -113,46 +178,112 @@ def check_qkv(q: Any, k: Any, v: Any) -> None:
         raise ValueError(
             f"k and v must share T_k (second-to-last dimension): k {shape_of(k)}, v {shape_of(v)}"
         )
-
-
-def check_mask(mask: Any, target: tuple[int, ...]) -> None:
-    """Check a boolean attention mask against the score shape (..., T_q, T_k)."""
-    require_bool_mask("mask", mask)
-    require_broadcastable("mask", shape_of(mask), target)
-
-
-def check_model_input(name: str, x: Any, d_model: int) -> None:
-    """Check a (B, T, D) model input against the module's d_model."""
-    require_ndim(name, x, (3,), "(B, T, D)")
-    require_floating(name, x)
-    require_nonempty(name, x, 1, "sequence T")
-    if x.shape[-1] != d_model:
+    try:
+        batch = np.broadcast_shapes(shape_of(q)[:-2], shape_of(k)[:-2], shape_of(v)[:-2])
+    except ValueError:
         raise ValueError(
-            f"{name} has D={x.shape[-1]} but the module has d_model={d_model}, shape {shape_of(x)}"
+            "q, k and v must have batch dimensions (all but the last two) that broadcast "
+            f"together: q {shape_of(q)}, k {shape_of(k)}, v {shape_of(v)}"
+        ) from None
+    if kind is np.ndarray:
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            require_finite(name, x)
+    scores = (*batch, q.shape[-2], k.shape[-2])
+    if mask is not None:
+        check_mask(mask, scores, kind, kind_name, device=getattr(q, "device", None))
+    return scores
+
+
+def check_mask(
+    mask: Any, target: tuple[int, ...], kind: type, kind_name: str, device: Any = None
+) -> None:
+    """A boolean mask of ``kind`` that broadcasts to ``target``, on ``device`` if one is given."""
+    if not isinstance(mask, kind):
+        require_array("mask", mask, kind, kind_name)
+    if str(mask.dtype) not in ("bool", "torch.bool"):
+        require_bool_mask("mask", mask)
+    require_broadcastable("mask", shape_of(mask), target)
+    if device is not None and mask.device != device:
+        raise ValueError(
+            f"mask is on {mask.device} but the inputs are on {device}, mask shape "
+            f"{shape_of(mask)}; move it with mask.to({str(device)!r})"
         )
 
 
-def check_module_dtype(name: str, x: Any, weight: Any) -> None:
-    """Raise TypeError unless ``x`` has the dtype of the module's ``weight``."""
-    if x.dtype != weight.dtype:
-        raise TypeError(
-            f"{name} has dtype {x.dtype} but the module's weights are {weight.dtype}, "
-            f"shape {shape_of(x)}; convert one with .to(...)"
-        )
+def check_module_inputs(
+    query: Any, key: Any, value: Any, mask: Any, d_model: int, num_heads: int,
+    weight: Any = None, **flags: Any,
+) -> None:  # fmt: skip
+    """One multi-head layer call: inputs ``(B, T, D)``, mask, and True/False flags.
 
+    ``weight`` is one of a torch module's weights: inputs must then be tensors of its dtype on
+    its device. Without it (the NumPy module) inputs are finite NumPy arrays. The mask broadcasts
+    to ``(B, T_q, T_k)``, or to ``(B, h, T_q, T_k)`` when it has 4 dimensions.
+    """
+    if weight is None:
+        kind, kind_name = np.ndarray, "NumPy array"
+    else:
+        from torch import Tensor
 
-def check_key_value(key: Any, value: Any) -> None:
-    """Key and value inputs must share batch and length."""
-    if shape_of(key)[:2] != shape_of(value)[:2]:
+        kind, kind_name = Tensor, "torch.Tensor"
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        _check_model_input(name, x, d_model, kind, kind_name, weight)
+    require_same_dtype(query=query, key=key, value=value)
+    if weight is not None:
+        _check_weights_match(query, key, value, weight)
+    if tuple(key.shape[:2]) != tuple(value.shape[:2]):
         raise ValueError(
             f"key and value must share (B, T_k): key {shape_of(key)}, value {shape_of(value)}"
         )
-
-
-def check_batch(query: Any, key: Any) -> None:
-    """Query and key inputs must share the batch size B."""
     if query.shape[0] != key.shape[0]:
         raise ValueError(
             f"query and key must share the batch size B: query {shape_of(query)}, "
             f"key {shape_of(key)}"
         )
+    for name, flag in flags.items():
+        if not isinstance(flag, (bool, np.bool_)):
+            require_bool(name, flag)
+    if mask is not None:
+        target = (query.shape[0], query.shape[1], key.shape[1])
+        if getattr(mask, "ndim", 0) == 4:
+            target = (query.shape[0], num_heads, *target[1:])
+        check_mask(mask, target, kind, kind_name, device=getattr(weight, "device", None))
+
+
+def _check_model_input(
+    name: str, x: Any, d_model: int, kind: type, kind_name: str, weight: Any
+) -> None:
+    """One ``(B, T, D)`` input: type, rank, floating dtype, size, and (NumPy) finite.
+
+    The conditions are written inline and only a failure calls the shared message; one
+    module call then costs a handful of checks, not dozens.
+    """
+    if not isinstance(x, kind):
+        require_array(name, x, kind, kind_name)
+    if x.ndim != 3:
+        require_ndim(name, x, (3,), "(B, T, D)")
+    if not (x.dtype.is_floating_point if weight is not None else x.dtype.kind == "f"):
+        require_floating(name, x)
+    if x.shape[1] == 0:
+        raise ValueError(f"{name} has an empty sequence T (size 0), shape {shape_of(x)}")
+    if x.shape[-1] != d_model:
+        raise ValueError(
+            f"{name} has D={x.shape[-1]} but the module has d_model={d_model}, shape {shape_of(x)}"
+        )
+    if weight is None and not np.isfinite(x).all():
+        require_finite(name, x)
+
+
+def _check_weights_match(query: Any, key: Any, value: Any, weight: Any) -> None:
+    """Tensors that share one dtype must have the module's dtype, and sit on its device."""
+    if query.dtype != weight.dtype:
+        raise TypeError(
+            f"query has dtype {query.dtype} but the module's weights are {weight.dtype}, "
+            f"shape {shape_of(query)}; convert one with .to(...)"
+        )
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if x.device != weight.device:
+            raise ValueError(
+                f"{name} is on {x.device} but the module's weights are on {weight.device}, "
+                f"shape {shape_of(x)}; move one with .to(...)"
+            )

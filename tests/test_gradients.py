@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.autograd import gradcheck
 
-from helpers import masks
+from helpers import convert, masks
 from helpers import torch_attention as ta
 
 B, T_Q, T_K, D_MODEL, HEADS = 2, 3, 4, 6, 2
@@ -35,7 +35,7 @@ def test_attention_gradients_match_finite_differences():
     mask = key_mask_with_an_empty_row()
 
     def output_and_weights(q, k, v):
-        return ta.attention(q, k, v, mask)
+        return ta.scaled_dot_product_attention(q, k, v, mask)
 
     assert gradcheck(output_and_weights, (q, k, v), fast_mode=True)
 
@@ -53,7 +53,7 @@ def test_sdpa_helper_gradients_match_finite_differences(is_causal):
 def make_module(kind: str) -> torch.nn.Module:
     torch.manual_seed(2)
     separate = ta.MultiHeadAttention(D_MODEL, HEADS).double()
-    return separate if kind == "separate" else ta.FusedMultiHeadAttention.from_separate(separate)
+    return separate if kind == "separate" else convert.fused_from_separate(separate)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,7 @@ def test_fused_self_attention_gradients_match_finite_differences_with_is_causal(
 @pytest.mark.parametrize("need_weights", [True, False], ids=["explicit", "sdpa"])
 def test_fused_and_separate_modules_give_the_same_parameter_gradients(need_weights):
     separate = make_module("separate")
-    fused = ta.FusedMultiHeadAttention.from_separate(separate)
+    fused = convert.fused_from_separate(separate)
     torch.manual_seed(3)
     query = torch.randn(B, T_Q, D_MODEL, dtype=torch.float64)
     key = torch.randn(B, T_K, D_MODEL, dtype=torch.float64)

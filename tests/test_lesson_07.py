@@ -1,4 +1,5 @@
-"""Notebook 07: its exercises catch wrong answers, and its GPU-results cell tells the truth."""
+"""Notebook 07: its exercises catch wrong answers, the kernel-memory explorer quotes the right
+sizes, and its GPU-results and memory cells tell the truth."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from notebook_tools import code_cells, read, verdict
 
 from helpers import exercises
 from helpers.bench import BenchConfig, committed_results, run
+from helpers.bench.peaks import find_peak
 from helpers.bench.results import CsvWriter
 from helpers.widgets import explore, kernel_memory
 
@@ -165,6 +167,14 @@ def test_kernel_memory_names_the_bad_argument(args, message):
         kernel_memory.render_kernel_memory(*args)
 
 
+@pytest.mark.parametrize(("label", "entry"), kernel_memory.DEVICES.items())
+def test_explorer_memory_is_the_labels_binary_gigabytes(label, entry):
+    name, memory = entry
+    size = float(re.search(r"\((\d+) GB\)", label).group(1))
+    assert memory == size * 2**30
+    assert find_peak(name) is not None  # each explorer GPU has a peak to quote
+
+
 def test_kernel_memory_explorer_redraws_when_driven_headless():
     log2_t = widgets.IntSlider(value=12, min=9, max=17)
     d_k = widgets.Dropdown(options=[32, 64, 128], value=64)
@@ -178,7 +188,6 @@ def test_kernel_memory_explorer_redraws_when_driven_headless():
     assert box.image.value != first_image and "T = 32768" in box.caption.value
     dtype.value = "float32"
     assert "float32" in box.caption.value and box.caption.value != first_caption
-    assert box.last_render_seconds < 2.0
 
 
 def _memory_cell():

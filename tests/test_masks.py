@@ -157,10 +157,62 @@ def test_adding_the_additive_mask_to_the_scores_gives_the_boolean_mask_attention
     mask = torch.from_numpy(
         masks.combine(masks.causal_mask(4), masks.key_mask(masks.padding_mask([4, 2], 4)))
     )
-    expected, expected_weights = ta.attention(q, k, v, mask)
+    expected, expected_weights = ta.scaled_dot_product_attention(q, k, v, mask)
     additive = masks.to_additive(mask, torch.float64)
     weights = torch.softmax(q @ k.transpose(-1, -2) / 3**0.5 + additive, dim=-1)
     torch.testing.assert_close(weights, expected_weights)
     torch.testing.assert_close(
         F.scaled_dot_product_attention(q, k, v, attn_mask=additive), expected
     )
+
+
+# Converters never return garbage: each of these used to return a wrong mask without a word.
+CONVERTER_MISUSE = {
+    "combine_of_a_torch_and_a_numpy_mask": (
+        lambda: masks.combine(torch.ones(2, 2, dtype=torch.bool), np.ones((2, 2), dtype=bool)),
+        TypeError,
+        r"all NumPy arrays or all torch tensors.*masks\[0\] Tensor, masks\[1\] ndarray",
+    ),
+    "combine_of_a_numpy_and_a_torch_mask": (
+        lambda: masks.combine(np.ones((2, 2), dtype=bool), torch.ones(2, 2, dtype=torch.bool)),
+        TypeError,
+        r"all NumPy arrays or all torch tensors.*masks\[0\] ndarray, masks\[1\] Tensor",
+    ),
+    "to_additive_as_bool": (
+        lambda: masks.to_additive(masks.causal_mask(2), dtype=bool),
+        TypeError,
+        r"dtype must be a floating dtype to hold -inf, got bool",
+    ),
+    "to_additive_as_int32": (
+        lambda: masks.to_additive(masks.causal_mask(2), dtype=np.int32),
+        TypeError,
+        r"dtype must be a floating dtype to hold -inf, got int32",
+    ),
+    "to_additive_of_a_tensor_as_int64": (
+        lambda: masks.to_additive(torch.ones(2, 2, dtype=torch.bool), dtype=torch.int64),
+        TypeError,
+        r"dtype must be a floating torch dtype to hold -inf, got torch.int64",
+    ),
+    "key_mask_of_integers": (
+        lambda: masks.key_mask(np.ones((2, 3), dtype=np.int64)),
+        TypeError,
+        r"padding must be boolean.*int64, shape \(2, 3\)",
+    ),
+    "from_additive_with_a_nan_threshold": (
+        lambda: masks.from_additive(masks.to_additive(masks.causal_mask(2)), threshold=np.nan),
+        ValueError,
+        r"threshold must be a finite negative number.*got nan",
+    ),
+    "from_additive_with_a_zero_threshold": (
+        lambda: masks.from_additive(masks.to_additive(masks.causal_mask(2)), threshold=0.0),
+        ValueError,
+        r"threshold must be a finite negative number.*got 0.0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CONVERTER_MISUSE))
+def test_a_converter_refuses_what_it_would_convert_wrongly(case):
+    call, error, message = CONVERTER_MISUSE[case]
+    with pytest.raises(error, match=message):
+        call()

@@ -57,7 +57,7 @@ def test_numpy_attention_with_huge_scores_is_finite(dtype):
 def test_torch_paths_with_huge_scores_are_finite(dtype):
     torch_dtype, size = TORCH_CASES[dtype]
     q, k, v = (torch.from_numpy(a).to(torch_dtype) for a in huge_scores_problem(size))
-    out, weights = ta.attention(q, k, v)
+    out, weights = ta.scaled_dot_product_attention(q, k, v)
     assert out.dtype == weights.dtype == torch_dtype
     torch.testing.assert_close(weights.float(), torch.tensor([[1.0, 0.0, 0.0]]))
     for result in (out, ta.sdpa(q, k, v), F.scaled_dot_product_attention(q, k, v)):
@@ -108,7 +108,7 @@ def test_numpy_softmax_of_an_all_minus_inf_row_is_zero():
 
 def test_manual_torch_attention_gives_zero_output_and_zero_weights_to_a_query_with_no_keys():
     q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
-    out, weights = ta.attention(q, k, v, mask)
+    out, weights = ta.scaled_dot_product_attention(q, k, v, mask)
     assert torch.isfinite(out).all() and torch.isfinite(weights).all()
     assert (out[EMPTY] == 0).all() and (weights[EMPTY] == 0).all()
 
@@ -119,7 +119,7 @@ def test_sdpa_helper_gives_zero_output_to_a_query_with_no_keys(is_causal):
     out = ta.sdpa(q, k, v, mask, is_causal=is_causal)
     assert torch.isfinite(out).all() and (out[EMPTY] == 0).all()
     expected_mask = mask & torch.ones(3, 4, dtype=torch.bool).tril() if is_causal else mask
-    torch.testing.assert_close(out, ta.attention(q, k, v, expected_mask)[0])
+    torch.testing.assert_close(out, ta.scaled_dot_product_attention(q, k, v, expected_mask)[0])
 
 
 def test_sdpa_helper_gives_zeros_even_where_torch_sdpa_gives_nan(monkeypatch):
@@ -168,8 +168,58 @@ def test_fused_module_output_for_a_query_with_no_keys_is_the_output_bias():
 def test_low_precision_paths_give_zeros_not_nan_for_a_query_with_no_keys(dtype):
     q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
     q, k, v = (x.to(dtype) for x in (q, k, v))
-    out, weights = ta.attention(q, k, v, mask)
+    out, weights = ta.scaled_dot_product_attention(q, k, v, mask)
     sdpa_out = ta.sdpa(q, k, v, mask)
     for result in (out, weights, sdpa_out):
         assert torch.isfinite(result).all()
     assert (out[EMPTY] == 0).all() and (sdpa_out[EMPTY] == 0).all()
+
+
+def product_that_overflows_before_scaling(size: float, d_k: int = 16):
+    """q = k = sqrt(size / d_k) everywhere: raw q . k = size, scaled q . k = size / sqrt(d_k).
+
+    Two keys, the second with the sign flipped, so the exact weights are [1, 0] and the output
+    is v[0] = [1, 2].
+    """
+    entry = np.sqrt(size / d_k)
+    q = np.full((1, d_k), entry)
+    k = np.stack([np.full(d_k, entry), np.full(d_k, -entry)])
+    v = np.array([[1.0, 2.0], [3.0, 4.0]])
+    return q, k, v
+
+
+# The raw q . k overflows the dtype (float16 tops out at 65504, float32 near 3.4e38) while the
+# scaled scores fit: scaling q before the product keeps the explicit path as finite as SDPA.
+OVERFLOW_CASES = {"float16": (torch.float16, 65536.0), "float32": (torch.float32, 1e39)}
+
+
+@pytest.mark.parametrize("dtype", list(OVERFLOW_CASES))
+def test_every_path_scales_before_the_product_so_a_raw_overflow_gives_the_right_answer(dtype):
+    torch_dtype, size = OVERFLOW_CASES[dtype]
+    q, k, v = (
+        torch.from_numpy(a).to(torch_dtype) for a in product_that_overflows_before_scaling(size)
+    )
+    assert torch.isinf(q @ k.T).any()  # the product really overflows unscaled
+    expected = torch.tensor([[1.0, 2.0]], dtype=torch_dtype)
+    explicit, weights = ta.scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(explicit, expected)
+    torch.testing.assert_close(ta.sdpa(q, k, v), expected)
+    if torch_dtype == torch.float32:  # NumPy has float16 too, but its matmul is float32 inside
+        qn, kn, vn = (x.numpy() for x in (q, k, v))
+        out_np, _ = npa.scaled_dot_product_attention(qn, kn, vn)
+        np.testing.assert_allclose(out_np, expected.numpy())
+
+
+def test_fused_module_gives_the_same_rows_with_and_without_weights_when_the_product_overflows():
+    d_model, heads = 16, 1
+    fused = ta.FusedMultiHeadAttention(d_model, heads, bias=False).half()
+    with torch.no_grad():  # identity projections: q = k = v = x
+        fused.qkv_proj.weight.copy_(torch.eye(d_model).repeat(3, 1))
+        fused.out_proj.weight.copy_(torch.eye(d_model))
+    x = torch.full((1, 2, d_model), 64.0, dtype=torch.float16)  # raw x . x = 65536 > 65504
+    x[0, 1] = -64.0
+    with torch.no_grad():
+        without, _ = fused(x)
+        with_weights, weights = fused(x, need_weights=True)
+    assert torch.isfinite(with_weights).all() and torch.isfinite(weights).all()
+    torch.testing.assert_close(with_weights, without)

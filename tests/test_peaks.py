@@ -8,7 +8,6 @@ import pytest
 
 from helpers.bench import peaks
 from helpers.bench.peaks import PEAKS, find_peak, peak_tflops
-from helpers.widgets import kernel_memory
 
 # What torch.cuda.get_device_name prints on each card, and the row it must find (None: no row).
 DEVICE_NAMES = [
@@ -104,11 +103,3 @@ def test_every_figure_is_printed_in_its_source_bullet(row):
     text = _source_line(row.label).replace(",", "")
     for dtype, figure in row.tflops.items():
         assert re.search(rf"\b{figure:g}\b", text), f"{row.label} {dtype} {figure:g} not cited"
-
-
-@pytest.mark.parametrize(("label", "entry"), kernel_memory.DEVICES.items())
-def test_explorer_memory_is_the_labels_binary_gigabytes(label, entry):
-    name, memory = entry
-    size = float(re.search(r"\((\d+) GB\)", label).group(1))
-    assert memory == size * 2**30
-    assert find_peak(name) is not None  # each explorer GPU has a peak to quote

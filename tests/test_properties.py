@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import convert
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
 
@@ -20,7 +21,7 @@ FAST = settings(max_examples=50, deadline=None, derandomize=True)
 
 def torch_attention(q, k, v, mask):
     tensors = [None if a is None else torch.from_numpy(a) for a in (q, k, v, mask)]
-    out, weights = ta.attention(*tensors)
+    out, weights = ta.scaled_dot_product_attention(*tensors)
     return out.numpy(), weights.numpy()
 
 
@@ -118,7 +119,7 @@ def test_one_head_of_size_d_model_is_plain_scaled_dot_product_attention(d_model,
     np.testing.assert_allclose(weights[:, 0], expected_weights, atol=1e-12)
     np.testing.assert_allclose(out, heads @ p["W_o"] + p["b_o"], atol=1e-12)
 
-    torch_out, _ = ta.MultiHeadAttention.from_numpy(module)(
+    torch_out, _ = convert.torch_from_numpy(module)(
         *(torch.from_numpy(a) for a in (query, key, value)), mask=torch.from_numpy(mask)
     )
     np.testing.assert_allclose(torch_out.detach().numpy(), out, atol=1e-12)

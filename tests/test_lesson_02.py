@@ -1,8 +1,7 @@
-"""Notebooks 01 and 02: the one-query and scaling explorers, their helpers, the exercise checkers."""
+"""Notebook 02: softmax_entropy, the scaling explorer and its helpers, the exercise checkers."""
 
 from __future__ import annotations
 
-import html
 import math
 
 import ipywidgets as widgets
@@ -12,10 +11,8 @@ from matplotlib.figure import Figure
 from notebook_tools import verdict
 
 from helpers import exercises
-from helpers.data import toy_sentence
 from helpers.numpy_attention import scaled_dot_product_attention, softmax
 from helpers.widgets import explore
-from helpers.widgets.one_query import MAX_SCALE, one_query_attention, render_one_query
 from helpers.widgets.scaling import (
     LENGTH,
     MAX_D_K,
@@ -24,112 +21,6 @@ from helpers.widgets.scaling import (
     scaling_weights,
     softmax_entropy,
 )
-
-# --- notebook 01: one query over the toy sentence ---------------------------------------------
-
-
-def _attend_by_hand(query: str, scale: float):
-    """Scores, weights and output of one word of the toy sentence, one key at a time."""
-    tokens, X = toy_sentence()
-    q = X[tokens.index(query)]
-    scores = [scale * sum(a * b for a, b in zip(q, key, strict=True)) for key in X]
-    exps = [math.exp(s - max(scores)) for s in scores]
-    weights = [e / sum(exps) for e in exps]
-    output = [sum(w * key[j] for w, key in zip(weights, X, strict=True)) for j in range(len(q))]
-    return scores, weights, output
-
-
-@pytest.mark.parametrize(("query", "scale"), [("kite", 1.0), ("red", 5.0), ("a", MAX_SCALE)])
-def test_one_query_matches_a_loop_over_the_keys(query, scale):
-    result = one_query_attention(query, scale)
-    scores, weights, output = _attend_by_hand(query, scale)
-    np.testing.assert_allclose(result["scores"], scores, rtol=1e-12)
-    np.testing.assert_allclose(result["weights"], weights, rtol=1e-12)
-    np.testing.assert_allclose(result["output"], output, rtol=1e-12)
-
-
-def test_scale_zero_spreads_the_weights_evenly_and_averages_the_sentence():
-    result = one_query_attention("fox", 0.0)
-    _, X = toy_sentence()
-    np.testing.assert_allclose(result["weights"], np.full(len(X), 1 / len(X)))
-    np.testing.assert_allclose(result["output"], X.mean(axis=0))
-
-
-def test_a_large_scale_copies_the_best_matching_key():
-    tokens, X = toy_sentence()
-    result = one_query_attention("red", MAX_SCALE)
-    assert tokens[int(np.argmax(result["weights"]))] == "kite"
-    assert result["weights"].max() > 0.95
-    np.testing.assert_allclose(result["output"], X[tokens.index("kite")], atol=0.05)
-
-
-def test_one_query_rejects_an_unknown_word_naming_the_query_and_the_words():
-    with pytest.raises(ValueError, match=r"query must be one of the words .*'kite'.*'dog'"):
-        one_query_attention("dog")
-
-
-@pytest.mark.parametrize("scale", [-1.0, MAX_SCALE + 1, math.inf, math.nan])
-def test_one_query_rejects_a_scale_out_of_range_naming_scale(scale):
-    with pytest.raises(ValueError, match="scale"):
-        one_query_attention("kite", scale)
-
-
-@pytest.mark.parametrize("scale", ["2", True, None])
-def test_one_query_rejects_a_scale_that_is_not_a_number(scale):
-    with pytest.raises(TypeError, match="scale"):
-        one_query_attention("kite", scale)
-
-
-def test_render_one_query_draws_weights_over_the_keys_and_names_the_favourite():
-    tokens, _ = toy_sentence()
-    fig, text = render_one_query("red", 1.0)
-    left, right = fig.axes
-    assert [t.get_text() for t in left.get_xticklabels()] == tokens
-    heights = [bar.get_height() for bar in left.patches]
-    np.testing.assert_allclose(heights, one_query_attention("red", 1.0)["weights"])
-    assert "'red'" in left.get_title() and "weights @ V" in right.get_title()
-    assert "'red' attends most to 'kite' (weight 0.23)" in text
-    assert "score" in text and "output = weights @ V" in text
-
-
-def _one_query_explorer():
-    tokens, _ = toy_sentence()
-    query = widgets.Dropdown(options=tokens, value="kite", description="query")
-    scale = widgets.FloatSlider(value=1.0, min=0.0, max=MAX_SCALE, step=0.5, description="scale")
-    return explore(render_one_query, query=query, scale=scale), query, scale
-
-
-def test_one_query_explorer_redraws_when_another_word_is_picked():
-    box, query, _ = _one_query_explorer()
-    image = box.image.value
-    assert image[:4] == b"\x89PNG"
-    assert "'kite' attends most to 'kite'" in html.unescape(box.caption.value)
-    query.value = "a"
-    assert box.image.value != image
-    assert "'a' attends most to 'the'" in html.unescape(box.caption.value)
-
-
-def test_one_query_explorer_sharpens_the_weights_when_the_scale_grows():
-    box, _, scale = _one_query_explorer()
-    image = box.image.value
-
-    def top_weight(caption: str) -> float:
-        return float(caption.split("(weight ")[1].split(")")[0])
-
-    before = top_weight(box.caption.value)
-    scale.value = MAX_SCALE
-    assert box.image.value != image
-    assert top_weight(box.caption.value) > 0.9 > 0.5 > before
-
-
-def test_one_query_explorer_redraws_fast_enough_to_feel_live():
-    box, query, _ = _one_query_explorer()
-    seconds = []
-    for word in ["fox", "red", "the"]:  # best of three: a busy machine may slow one down
-        query.value = word
-        seconds.append(box.last_render_seconds)
-    assert min(seconds) < 0.5, f"redraws took {seconds} s"
-
 
 # --- softmax_entropy -------------------------------------------------------------------------
 
@@ -255,15 +146,6 @@ def test_explorer_redraws_when_the_d_k_slider_moves():
     assert box.image.value != image and "d_k = 4," in box.caption.value
 
 
-def test_scaling_explorer_redraws_fast_enough_to_feel_live():
-    box, d_k, _ = _scaling_explorer()
-    seconds = []
-    for width in [8, 128, 256]:  # best of three: a busy machine may slow one down
-        d_k.value = width
-        seconds.append(box.last_render_seconds)
-    assert min(seconds) < 0.5, f"redraws took {seconds} s"
-
-
 def test_explorer_switches_the_scaling_and_the_printed_entropy_rises():
     box, _, scaled = _scaling_explorer()
     before = box.caption.value
@@ -280,53 +162,12 @@ def test_explorer_switches_the_scaling_and_the_printed_entropy_rises():
 # --- exercise checkers: they pass the right answer and reject typical mistakes ---------------
 
 
-def test_notebooks_01_and_02_register_their_exercises():
-    assert {e.name for e in exercises.for_notebook("01")} == {
-        "stable_softmax",
-        "attend_one_query",
-        "attend_all_queries",
-    }
+def test_notebook_02_registers_its_exercises():
     assert {e.name for e in exercises.for_notebook("02")} == {
         "scaled_attention",
         "softmax_entropy",
         "self_attention",
     }
-
-
-def _naive_softmax(s):
-    return np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)
-
-
-def test_stable_softmax_checker_rejects_naive_and_wrong_axis_versions():
-    assert verdict("stable_softmax", lambda s: softmax(s, axis=-1)) == "passed"
-    assert verdict("stable_softmax", _naive_softmax) == "failed"
-    assert verdict("stable_softmax", lambda s: softmax(s, axis=0)) == "failed"
-
-
-def test_attend_one_query_checker_rejects_a_missing_softmax():
-    def right(q, k, v):
-        w = softmax(k @ q)
-        return w @ v, w
-
-    def no_softmax(q, k, v):
-        w = k @ q
-        return w @ v, w
-
-    assert verdict("attend_one_query", right) == "passed"
-    assert verdict("attend_one_query", no_softmax) == "failed"
-
-
-def test_attend_all_queries_checker_rejects_a_softmax_over_queries():
-    def right(q, k, v):
-        w = softmax(q @ k.T, axis=-1)
-        return w @ v, w
-
-    def over_queries(q, k, v):
-        w = softmax(q @ k.T, axis=0)
-        return w @ v, w
-
-    assert verdict("attend_all_queries", right) == "passed"
-    assert verdict("attend_all_queries", over_queries) == "failed"
 
 
 def test_scaled_attention_checker_rejects_unscaled_and_transpose_everything_versions():

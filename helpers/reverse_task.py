@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import trange
 
-from helpers import validation as check
+from helpers import validation
 from helpers.torch_attention import MultiHeadAttention
 
 
@@ -30,14 +30,14 @@ class ReverseTask:
     length: int = 8
 
     def __post_init__(self) -> None:
-        check.require_positive_int("vocab_size", self.vocab_size)
-        check.require_positive_int("length", self.length)
+        validation.require_positive_int("vocab_size", self.vocab_size)
+        validation.require_positive_int("length", self.length)
         if self.vocab_size > 26:
             raise ValueError(f"vocab_size must be at most 26 letters, got {self.vocab_size}")
 
     def batch(self, size: int, seed: int) -> tuple[Tensor, Tensor]:
         """``(inputs, targets)``, both int64 ``(size, length)``, from a seeded generator."""
-        check.require_positive_int("size", size)
+        validation.require_positive_int("size", size)
         rng = np.random.default_rng(seed)
         inputs = torch.from_numpy(rng.integers(0, self.vocab_size, size=(size, self.length)))
         return inputs, inputs.flip(-1)
@@ -69,8 +69,8 @@ class AttentionOnlyModel(nn.Module):
         self.readout = nn.Linear(d_model, vocab_size)
 
     def forward(self, tokens: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        check.require_array("tokens", tokens, Tensor, "torch.Tensor")
-        check.require_ndim("tokens", tokens, (2,), "(B, T)")
+        validation.require_array("tokens", tokens, Tensor, "torch.Tensor")
+        validation.require_ndim("tokens", tokens, (2,), "(B, T)")
         if tokens.shape[1] != self.length:
             raise ValueError(
                 f"tokens must have length T={self.length}, got shape {tuple(tokens.shape)}"
@@ -114,7 +114,7 @@ def train(
     The batch of step ``s`` comes from seed ``seed * 100_000 + s``, so held-out data from
     :func:`evaluate` (seed 0 by default) is never seen during training.
     """
-    check.require_positive_int("steps", steps)
+    validation.require_positive_int("steps", steps)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
     losses = []

@@ -1,0 +1,84 @@
+"""Notebook 04: the heads model, its shape trace and head grid, the heads explorer driven
+headless, and exercise checkers that reject wrong answers."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from notebook_tools import verdict
+from plot_tools import grid_tiles
+
+from helpers.numpy_attention import MultiHeadAttention, combine_heads, split_heads
+from helpers.widgets import explore
+from helpers.widgets.heads import D_MODEL, make_model, render_heads, shape_trace
+
+
+def test_make_model_uses_the_same_weights_for_every_number_of_heads():
+    one, eight = make_model(1), make_model(8)
+    for name in one.params:
+        np.testing.assert_array_equal(one.params[name], eight.params[name])
+    assert one.num_parameters() == eight.num_parameters() == 4 * D_MODEL**2 + 4 * D_MODEL
+
+
+def test_shape_trace_steps_give_the_helper_output_and_print_the_real_shapes(rng):
+    mha = make_model(4)
+    x = rng.standard_normal((2, 5, D_MODEL))
+    weights, lines = shape_trace(mha, x)
+    expected_out, expected_weights = mha(x)
+    np.testing.assert_allclose(weights, expected_weights)
+    trace = "\n".join(lines)
+    for shape in [(2, 5, 24), (2, 4, 5, 6), (2, 4, 5, 5)]:
+        assert str(shape) in trace
+    assert lines[-1].endswith(str(expected_out.shape))
+
+
+@pytest.mark.parametrize(("heads", "length"), [(1, 2), (3, 7), (8, 12)])
+def test_head_grid_shows_every_head_of_the_model(heads, length):
+    fig, caption = render_heads(heads, length)
+    tiles = grid_tiles(fig)
+    plt.close(fig)
+    _, expected = make_model(heads)(np.random.default_rng(0).standard_normal((1, length, 24)))
+    np.testing.assert_allclose(tiles, expected[0])
+    assert f"(1, {heads}, {length}, {24 // heads})" in caption
+    assert f"= {4 * 24 * 24 + 4 * 24} (the same for every h)" in caption
+
+
+def test_render_heads_rejects_heads_that_do_not_divide_d_model():
+    with pytest.raises(ValueError, match="not divisible by num_heads=5"):
+        render_heads(5, 4)
+
+
+def test_heads_explorer_redraws_the_grid_and_trace_when_a_slider_moves():
+    heads = widgets.IntSlider(value=2, min=1, max=8)
+    length = widgets.IntSlider(value=4, min=2, max=12)
+    explorer = explore(render_heads, num_heads=heads, seq_len=length)
+    first_image = explorer.image.value
+    heads.value = 8
+    assert explorer.image.value != first_image and "(1, 8, 4, 3)" in explorer.caption.value
+    length.value = 12
+    assert "(1, 8, 12, 12)" in explorer.caption.value
+    heads.value = 7
+    assert "not divisible by num_heads=7" in explorer.caption.value
+
+
+# --- exercises of 04 reject wrong answers -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "wrong"),
+    [
+        ("split_into_heads", lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1)),
+        ("merge_heads", lambda x: x.reshape(x.shape[0], x.shape[2], -1)),
+        ("one_head", lambda x, p, h, i: MultiHeadAttention(8, 4, seed=0)(x)[1][:, i]),
+    ],
+)
+def test_exercise_checker_rejects_a_plausible_wrong_answer(name, wrong):
+    with np.errstate(all="ignore"):
+        assert verdict(name, wrong) == "failed"
+
+
+def test_exercise_checkers_accept_the_helpers_as_answers():
+    assert verdict("split_into_heads", split_heads) == "passed"
+    assert verdict("merge_heads", combine_heads) == "passed"

@@ -1,0 +1,165 @@
+"""Notebook 05: its exercises, the reverse task with the attention-only model and its training
+loop, and the head browser.
+
+That NumPy (04), the separate-projection module (05), the fused module (06) and
+``torch.nn.MultiheadAttention`` agree on the same weights is proved in test_equivalence.py.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from helpers import exercises
+from helpers.reverse_task import ReverseTask, attention_maps, evaluate, make_model, train
+from helpers.widgets import explore
+from helpers.widgets.training import render_head_browser, strongest_keys
+
+
+def test_every_exercise_of_notebook_05_rejects_a_stub(capsys):
+    names = [e.name for e in exercises.for_notebook("05")]
+    assert 2 <= len(names) <= 4
+    for name in names:
+
+        def stub(*args):
+            raise NotImplementedError
+
+        exercises.check(name, stub)
+        assert exercises.RESULTS[name] == "not attempted"
+    assert capsys.readouterr().out.count("not attempted yet") == len(names)
+
+
+def test_linear_exercise_rejects_the_untransposed_weight(capsys):
+    def wrong(w, b):
+        layer = nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            layer.weight.copy_(torch.from_numpy(w))
+        return layer
+
+    exercises.check("linear_from_numpy", wrong)
+    assert exercises.RESULTS["linear_from_numpy"] == "failed"
+    assert "Hint:" in capsys.readouterr().out
+
+
+# --- the reverse task, the attention-only model and its training loop ---------------------
+
+
+def test_targets_are_the_inputs_reversed():
+    inputs, targets = ReverseTask(vocab_size=5, length=6).batch(4, seed=3)
+    assert inputs.shape == targets.shape == (4, 6)
+    for row, target in zip(inputs.tolist(), targets.tolist(), strict=True):
+        assert target == row[::-1]
+
+
+def test_batches_are_seeded_and_seeds_differ():
+    task = ReverseTask()
+    assert torch.equal(task.batch(8, seed=1)[0], task.batch(8, seed=1)[0])
+    assert not torch.equal(task.batch(8, seed=1)[0], task.batch(8, seed=2)[0])
+
+
+def test_tokens_stay_inside_the_vocabulary_and_read_as_letters():
+    task = ReverseTask(vocab_size=3, length=4)
+    inputs, _ = task.batch(50, seed=0)
+    assert inputs.min() >= 0 and inputs.max() < 3
+    assert set(task.letters(inputs[0])) <= {"a", "b", "c"}
+    assert task.chance == pytest.approx(1 / 3)
+
+
+def test_task_rejects_a_vocabulary_larger_than_the_alphabet():
+    with pytest.raises(ValueError, match="vocab_size"):
+        ReverseTask(vocab_size=27)
+
+
+def test_model_gives_logits_and_per_head_weights():
+    task = ReverseTask(vocab_size=7, length=5)
+    model = make_model(task, d_model=16, num_heads=2)
+    inputs, _ = task.batch(3, seed=0)
+    logits, weights = model(inputs, need_weights=True)
+    assert logits.shape == (3, 5, 7) and weights.shape == (3, 2, 5, 5)
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 2, 5))
+    assert attention_maps(model, inputs).shape == (3, 2, 5, 5)
+
+
+def test_model_names_the_length_when_a_sequence_is_too_long():
+    task = ReverseTask(length=5)
+    model = make_model(task)
+    with pytest.raises(ValueError, match=r"T=5.*\(2, 6\)"):
+        model(torch.zeros(2, 6, dtype=torch.long))
+
+
+def test_training_beats_chance_on_held_out_data():
+    task = ReverseTask()
+    model = make_model(task)
+    before = evaluate(model, task, seed=0)
+    losses = train(model, task, steps=80, progress=False)
+    after = evaluate(model, task, seed=0)
+    assert before < 3 * task.chance  # untrained: near chance
+    assert after > 0.9 and losses[-1] < 0.5 * losses[0]
+
+
+def test_trained_heads_look_at_the_mirrored_position():
+    task = ReverseTask(length=6)
+    model = make_model(task)
+    train(model, task, steps=120, progress=False)
+    weights = attention_maps(model, task.batch(20, seed=5)[0])  # (20, h, 6, 6)
+    strongest = weights.mean(axis=(0, 1)).argmax(-1).tolist()
+    assert strongest == [5, 4, 3, 2, 1, 0]
+
+
+def test_training_is_deterministic_and_restores_the_thread_count():
+    task = ReverseTask(length=4)
+    threads = torch.get_num_threads()
+    first = train(make_model(task, seed=3), task, steps=5, progress=False)
+    second = train(make_model(task, seed=3), task, steps=5, progress=False)
+    assert first == second
+    assert torch.get_num_threads() == threads
+
+
+# --- the head browser ----------------------------------------------------------------------
+
+
+def _maps():
+    gen = np.random.default_rng(0)
+    raw = gen.random((3, 2, 4, 4))
+    return {
+        "untrained": raw / raw.sum(-1, keepdims=True),
+        "trained": np.eye(4)[::-1] * np.ones((3, 2, 1, 1)),
+    }
+
+
+def test_head_browser_draws_both_stages_and_names_the_strongest_keys():
+    letters = [list("abcd"), list("bcda"), list("cdab")]
+    fig, text = render_head_browser(_maps(), letters, head=1, example=2)
+    assert len(fig.axes) == 3, "two stages and one shared colour bar"
+    assert fig.axes[1].get_title() == "trained, head 1"
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == list("cdab")
+    assert "trained: query i looks most at key [3, 2, 1, 0]" in text
+
+
+def test_head_browser_names_an_out_of_range_head():
+    with pytest.raises(ValueError, match=r"head must lie in 0\.\.1, got 2"):
+        render_head_browser(_maps(), [list("abcd")] * 3, head=2, example=0)
+
+
+def test_strongest_keys_is_the_argmax_of_each_row():
+    assert strongest_keys(np.array([[0.1, 0.9], [0.7, 0.3]])) == [1, 0]
+
+
+def test_head_browser_explorer_redraws_when_driven_headless():
+    letters = [list("abcd"), list("bcda"), list("cdab")]
+    maps = _maps()
+    head = widgets.IntSlider(value=0, min=0, max=1)
+    example = widgets.IntSlider(value=0, min=0, max=2)
+    box = explore(
+        lambda head, example: render_head_browser(maps, letters, head, example),
+        head=head,
+        example=example,
+    )
+    first_image, first_caption = box.image.value, box.caption.value
+    example.value = 1
+    assert box.image.value != first_image and box.caption.value != first_caption
+    head.value = 1
+    assert "head 1" not in first_caption
