@@ -33,6 +33,25 @@ def causal_mask(T: int) -> np.ndarray:
     return np.tril(np.ones((T, T), dtype=bool))
 
 
+def causal_mask_lower_right(T_q: int, T_k: int, window: int | None = None) -> np.ndarray:
+    """Boolean ``(T_q, T_k)`` for T_q new tokens after ``T_k - T_q`` earlier ones (notebook 08).
+
+    Query i is token ``T_k - T_q + i``: it may attend to keys up to that token (the diagonal
+    aligned bottom-right, as a KV cache needs; SDPA's ``is_causal`` aligns it top-left). With a
+    ``window`` W it sees only the last W tokens, itself included (sliding-window attention).
+    """
+    T_q = validation.require_positive_int("T_q", T_q)
+    T_k = validation.require_positive_int("T_k", T_k)
+    if T_q > T_k:
+        raise ValueError(f"T_q={T_q} new tokens cannot follow T_k={T_k} tokens in all: T_q <= T_k")
+    query = np.arange(T_k - T_q, T_k)[:, None]  # each query's own position
+    key = np.arange(T_k)[None, :]
+    allowed = key <= query
+    if window is not None:
+        allowed &= key > query - validation.require_positive_int("window", window)
+    return allowed
+
+
 def padding_mask(lengths: Any, T: int) -> np.ndarray:
     """Boolean ``(B, T)``: True at the real tokens of each sequence, False at the padding.
 

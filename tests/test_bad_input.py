@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import masks
+from helpers import convert, masks, validation
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
 
@@ -322,11 +322,235 @@ FROM_TORCH = [
         "separate q/k/v projections",
         "embed_dim=8, kdim=6, vdim=6",
     ),
+    case(
+        "from_torch_of_a_module_with_bias_kv_is_rejected_as_it_adds_a_key",
+        lambda: ta.FusedMultiHeadAttention.from_torch(
+            torch.nn.MultiheadAttention(8, 2, add_bias_kv=True, batch_first=True)
+        ),
+        ValueError,
+        "module adds extra keys (add_bias_kv=True, add_zero_attn=False)",
+    ),
+    case(
+        "from_torch_of_a_module_with_zero_attn_is_rejected_as_it_adds_a_key",
+        lambda: ta.FusedMultiHeadAttention.from_torch(
+            torch.nn.MultiheadAttention(8, 2, add_zero_attn=True, batch_first=True)
+        ),
+        ValueError,
+        "module adds extra keys (add_bias_kv=False, add_zero_attn=True)",
+    ),
+    case(
+        "torch_from_numpy_of_a_torch_module_is_a_type_error",
+        lambda: convert.torch_from_numpy(ta.MultiHeadAttention(8, 2)),
+        TypeError,
+        "module must be a helpers.numpy_attention.MultiHeadAttention, got MultiHeadAttention",
+    ),
+    case(
+        "fused_from_separate_of_a_fused_module_is_a_type_error",
+        lambda: convert.fused_from_separate(fused()),
+        TypeError,
+        "module must be a helpers.torch_attention.MultiHeadAttention, got FusedMultiHeadAttention",
+    ),
+]
+
+# Found by probing the library as a new user would (issue 12): each used to fail late, with a
+# raw error that named no argument, or not at all.
+T3 = torch.ones(2, 3, 8)
+META = torch.ones(2, 3, 8, device="meta")
+PROBED = [
+    case(
+        "sizes_given_as_numpy_integers_are_ints",
+        lambda: ta.MultiHeadAttention(np.int64(8), np.int64(3)),
+        ValueError,
+        "d_model=8 is not divisible by num_heads=3",
+    ),
+    case(
+        "a_truthy_string_is_not_a_bias_flag",
+        lambda: ta.MultiHeadAttention(8, 2, bias="no"),
+        TypeError,
+        "bias must be True or False, got str 'no'",
+    ),
+    case(
+        "a_truthy_string_is_not_need_weights",
+        lambda: fused()(T3, need_weights="no"),
+        TypeError,
+        "need_weights must be True or False, got str 'no'",
+    ),
+    case(
+        "a_truthy_string_is_not_is_causal",
+        lambda: fused()(T3, is_causal="no"),
+        TypeError,
+        "is_causal must be True or False, got str 'no'",
+    ),
+    case(
+        "sdpa_rejects_a_truthy_string_as_is_causal",
+        lambda: ta.sdpa(T3, T3, T3, is_causal="no"),
+        TypeError,
+        "is_causal must be True or False",
+    ),
+    case(
+        "an_input_on_another_device_than_the_module_names_both_devices",
+        lambda: fused()(META),
+        ValueError,
+        "query is on meta but the module's weights are on cpu, shape (2, 3, 8)",
+    ),
+    case(
+        "a_mask_on_another_device_than_the_module_names_both_devices",
+        lambda: fused()(T3, mask=torch.ones(3, 3, dtype=torch.bool, device="meta")),
+        ValueError,
+        "mask is on meta but the inputs are on cpu, mask shape (3, 3)",
+    ),
+    case(
+        "sdpa_names_a_mask_on_another_device_than_q",
+        lambda: ta.sdpa(T3, T3, T3, torch.ones(3, 3, dtype=torch.bool, device="meta")),
+        ValueError,
+        "mask is on meta but the inputs are on cpu",
+    ),
+    case(
+        "q_k_v_batch_dimensions_that_do_not_broadcast_are_named",
+        lambda: ta.scaled_dot_product_attention(torch.ones(2, 3, 4), *[torch.ones(3, 5, 4)] * 2),
+        ValueError,
+        "q, k and v must have batch dimensions",
+        "q (2, 3, 4), k (3, 5, 4), v (3, 5, 4)",
+    ),
+    case(
+        "numpy_q_k_v_batch_dimensions_that_do_not_broadcast_are_named",
+        lambda: npa.scaled_dot_product_attention(np.ones((2, 3, 4)), *[np.ones((3, 5, 4))] * 2),
+        ValueError,
+        "q, k and v must have batch dimensions",
+        "q (2, 3, 4)",
+    ),
+    case(
+        "torch_split_heads_with_zero_heads_is_rejected",
+        lambda: ta.split_heads(T3, 0),
+        ValueError,
+        "num_heads must be positive, got 0",
+    ),
+    case(
+        "torch_split_heads_of_a_width_not_divisible_is_rejected",
+        lambda: ta.split_heads(T3, 3),
+        ValueError,
+        "d_model=8 is not divisible by num_heads=3",
+    ),
+    case(
+        "torch_split_heads_of_a_two_dimensional_input_is_rejected",
+        lambda: ta.split_heads(torch.ones(3, 8), 2),
+        ValueError,
+        "x must have shape (B, T, D), got shape (3, 8)",
+    ),
+    case(
+        "split_heads_of_a_list_is_a_type_error",
+        lambda: npa.split_heads([[[1.0, 2.0]]], 1),
+        TypeError,
+        "x must be a NumPy array, got list",
+    ),
+    case(
+        "combine_heads_of_a_list_is_a_type_error",
+        lambda: npa.combine_heads([[[[1.0]]]]),
+        TypeError,
+        "x must be a NumPy array, got list",
+    ),
+    case(
+        "softmax_of_nan_is_rejected",
+        lambda: npa.softmax(np.array([np.nan, 1.0])),
+        ValueError,
+        "x contains NaN or +inf at 1 of 2 entries, shape (2,)",
+    ),
+    case(
+        "softmax_of_plus_infinity_is_rejected",
+        lambda: npa.softmax(np.array([np.inf, 1.0])),
+        ValueError,
+        "x contains NaN or +inf",
+    ),
+    case(
+        "softmax_of_an_empty_array_is_rejected",
+        lambda: npa.softmax(np.array([])),
+        ValueError,
+        "x must not be empty, got shape (0,)",
+    ),
+    case(
+        "a_nan_query_is_rejected_by_the_numpy_reference",
+        lambda: npa.scaled_dot_product_attention(np.full((2, 3, 5), np.nan), K, V),
+        ValueError,
+        "q contains NaN or infinity at 30 of 30 entries, shape (2, 3, 5)",
+    ),
+    case(
+        "an_infinite_key_is_rejected_by_the_numpy_reference",
+        lambda: npa.scaled_dot_product_attention(Q, np.where(K > 1, np.inf, K), V),
+        ValueError,
+        "k contains NaN or infinity",
+    ),
+    case(
+        "an_infinite_input_is_rejected_by_the_numpy_module",
+        lambda: npa.MultiHeadAttention(8, 2)(np.full((2, 3, 8), -np.inf)),
+        ValueError,
+        "query contains NaN or infinity",
+    ),
+    case(
+        "a_negative_seed_is_rejected",
+        lambda: npa.MultiHeadAttention(8, 2, seed=-1),
+        ValueError,
+        "seed must be 0 or more, got -1",
+    ),
+    case(
+        "a_fractional_seed_is_a_type_error",
+        lambda: npa.MultiHeadAttention(8, 2, seed=1.5),
+        TypeError,
+        "seed must be an int, got float 1.5",
+    ),
+    case(
+        "padding_lengths_of_two_dimensions_are_a_value_error",
+        lambda: masks.padding_mask([[1, 2]], 4),
+        ValueError,
+        "lengths must be a 1-D sequence of ints (B,), got shape (1, 2)",
+    ),
+    case(
+        "key_mask_of_a_list_is_a_type_error",
+        lambda: masks.key_mask([[True, False]]),
+        TypeError,
+        "padding must be an array of shape (B, T_k), got list",
+    ),
+    case(
+        "head_mask_of_a_list_is_a_type_error",
+        lambda: masks.head_mask([[True]]),
+        TypeError,
+        "mask must be a boolean array or tensor, got list",
+    ),
+    case(
+        "combine_of_a_list_is_a_type_error",
+        lambda: masks.combine(masks.causal_mask(2), [[True, False]]),
+        TypeError,
+        "masks[1] must be a boolean array or tensor, got list",
+    ),
+    case(
+        "to_block_of_a_list_is_a_type_error",
+        lambda: masks.to_block([True]),
+        TypeError,
+        "mask must be a boolean array or tensor, got list",
+    ),
+    case(
+        "to_additive_of_a_list_is_a_type_error",
+        lambda: masks.to_additive([True]),
+        TypeError,
+        "mask must be a boolean array or tensor, got list",
+    ),
+    case(
+        "from_additive_of_a_list_is_a_type_error",
+        lambda: masks.from_additive([0.0]),
+        TypeError,
+        "additive must be a floating-point array, got list",
+    ),
+    case(
+        "divisibility_by_zero_heads_is_a_value_error",
+        lambda: validation.require_divisible(8, 0),
+        ValueError,
+        "d_model=8 is not divisible by num_heads=0",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("call", "error", "fragments"), SDPA + CONSTRUCTION + MODULE_INPUTS + MASKS + FROM_TORCH
+    ("call", "error", "fragments"),
+    SDPA + CONSTRUCTION + MODULE_INPUTS + MASKS + FROM_TORCH + PROBED,
 )
 def test_bad_input_gets_a_clear_error(call, error, fragments):
     with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):

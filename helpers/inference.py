@@ -1,0 +1,125 @@
+"""Attention at inference time: a KV cache, grouped-query attention and RoPE (notebook 08).
+
+``GroupedQueryAttention`` is causal self-attention whose h query heads share h_kv key/value
+heads (h_kv = h: multi-head attention; h_kv = 1: multi-query attention). Query head j reads
+KV head ``j // (h / h_kv)``. Decoding feeds it a few new tokens at a time with the cache of
+everything before: the new tokens' positions continue after the cached ones, they attend to all
+cached tokens and causally to each other, and the returned cache holds every token so far
+(or the last ``window`` of them, for sliding-window attention).
+
+Shapes: x ``(B, T_new, D)``; q ``(B, h, T_new, d_k)``; cached keys and values
+``(B, h_kv, T, d_k)`` with d_k = D / h.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from helpers import validation
+from helpers.masks import causal_mask_lower_right
+from helpers.rope import apply_rope
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """The keys and values of every token so far, ``(B, h_kv, T_kept, d_k)`` each.
+
+    ``start`` is the position of the first kept token (above 0 once a window dropped some), so
+    ``length`` = start + T_kept counts every token seen.
+    """
+
+    keys: Tensor
+    values: Tensor
+    start: int = 0
+
+    @property
+    def length(self) -> int:
+        return self.start + self.keys.shape[-2]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: keys and values of every kept token."""
+        return self.keys.nbytes + self.values.nbytes
+
+
+def kv_cache_bytes(
+    layers: int, batch: int, seq_len: int, kv_heads: int, d_k: int, bytes_per_value: int
+) -> int:
+    """``2 · layers · B · T · h_kv · d_k · bytes``: keys and values of every layer and token."""
+    return 2 * layers * batch * seq_len * kv_heads * d_k * bytes_per_value
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal self-attention with h query heads, h_kv key/value heads and a KV cache."""
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        num_kv_heads: int,
+        bias: bool = False,
+        rope: bool = False,
+        window: int | None = None,
+    ) -> None:
+        super().__init__()
+        d_model, num_heads = validation.check_sizes(d_model, num_heads, bias)
+        num_kv_heads = validation.require_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}: each KV head "
+                "serves the same number of query heads"
+            )
+        validation.require_bool("rope", rope)
+        self.window = None if window is None else validation.require_positive_int("window", window)
+        self.num_heads, self.num_kv_heads, self.d_k = num_heads, num_kv_heads, d_model // num_heads
+        self.rope = rope
+        self.q_proj = nn.Linear(d_model, num_heads * self.d_k, bias=bias)  # D -> h d_k
+        self.k_proj = nn.Linear(d_model, num_kv_heads * self.d_k, bias=bias)  # D -> h_kv d_k
+        self.v_proj = nn.Linear(d_model, num_kv_heads * self.d_k, bias=bias)
+        self.out_proj = nn.Linear(num_heads * self.d_k, d_model, bias=bias)  # h d_k -> D
+
+    def forward(self, x: Tensor, cache: KVCache | None = None) -> tuple[Tensor, KVCache]:
+        """Attend from the new tokens x ``(B, T_new, D)``; return ``(output (B, T_new, D), cache)``."""
+        self._check(x, cache)
+        B, T_new, _ = x.shape
+        past = 0 if cache is None else cache.length
+        positions = torch.arange(past, past + T_new, device=x.device)
+        q = self.q_proj(x).view(B, T_new, self.num_heads, self.d_k).transpose(1, 2)
+        k = self.k_proj(x).view(B, T_new, self.num_kv_heads, self.d_k).transpose(1, 2)
+        v = self.v_proj(x).view(B, T_new, self.num_kv_heads, self.d_k).transpose(1, 2)
+        if self.rope:  # turn q and k by their own positions, before k goes into the cache
+            q, k = apply_rope(q, positions), apply_rope(k, positions)
+        keys = k if cache is None else torch.cat((cache.keys, k), dim=-2)  # (B, h_kv, T, d_k)
+        values = v if cache is None else torch.cat((cache.values, v), dim=-2)
+        start = 0 if cache is None else cache.start
+        mask = causal_mask_lower_right(T_new, keys.shape[-2], self.window)  # (T_new, T)
+        group = self.num_heads // self.num_kv_heads  # query heads per KV head
+        out = F.scaled_dot_product_attention(
+            q,
+            keys.repeat_interleave(group, dim=1),  # (B, h, T, d_k): head j reads KV head j // group
+            values.repeat_interleave(group, dim=1),
+            attn_mask=torch.from_numpy(mask).to(x.device),
+        )  # (B, h, T_new, d_k)
+        if self.window is not None and keys.shape[-2] > self.window:  # keep only the last W
+            start += keys.shape[-2] - self.window
+            keys, values = keys[..., -self.window :, :], values[..., -self.window :, :]
+        out = out.transpose(1, 2).reshape(B, T_new, self.num_heads * self.d_k)
+        return self.out_proj(out), KVCache(keys, values, start)
+
+    def _check(self, x: Tensor, cache: KVCache | None) -> None:
+        """x is ``(B, T_new, D)`` in the module's dtype; a cache matches it in B, dtype, h_kv."""
+        validation.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
+                                       self.q_proj.weight)  # fmt: skip
+        if cache is None:
+            return
+        validation.require_array("cache", cache, KVCache, "helpers.inference.KVCache")
+        want = (x.shape[0], self.num_kv_heads, cache.keys.shape[-2], self.d_k)
+        if tuple(cache.keys.shape) != want or cache.keys.dtype != x.dtype:
+            raise ValueError(
+                f"cache keys {tuple(cache.keys.shape)} {cache.keys.dtype} do not fit x "
+                f"{tuple(x.shape)} {x.dtype}: expected (B, h_kv, T, d_k) = {want} in {x.dtype}"
+            )

@@ -1,0 +1,62 @@
+"""Rotary position embeddings (RoPE): notebook 08, section 5.
+
+RoPE turns each pair of features of a query or key by an angle that grows with the token's
+position: pair ``i`` at position ``m`` turns by ``m * base**(-2 i / d)``. A rotation keeps the
+vector's length, and since q at position m and k at position n are turned by ``m θ`` and
+``n θ``, their dot product depends only on ``m - n``: attention scores see relative positions.
+
+Two layouts pair the features differently and are not interchangeable:
+
+* half-split (GPT-NeoX, Llama; the default): feature ``i`` pairs with ``i + d/2``;
+* interleaved (the RoFormer paper, GPT-J): feature ``2i`` pairs with ``2i + 1``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from helpers import validation
+
+
+def apply_rope(
+    x: Tensor, positions: Tensor, base: float = 10000.0, interleaved: bool = False
+) -> Tensor:
+    """Rotate the feature pairs of x ``(..., T, d)`` by their positions ``(T,)``; same shape, dtype.
+
+    d must be even. ``interleaved=False`` pairs (i, i + d/2), ``True`` pairs (2i, 2i + 1).
+    """
+    validation.require_array("x", x, Tensor, "torch.Tensor")
+    validation.require_array("positions", positions, Tensor, "torch.Tensor")
+    validation.require_floating("x", x)
+    if x.ndim < 2 or x.shape[-1] % 2:
+        raise ValueError(f"x must have shape (..., T, d) with d even, got shape {tuple(x.shape)}")
+    if positions.ndim != 1 or positions.shape[0] != x.shape[-2] or positions.is_floating_point():
+        raise ValueError(
+            f"positions must be integers of shape (T,) = ({x.shape[-2]},), one per token of "
+            f"x {tuple(x.shape)}; got {positions.dtype} of shape {tuple(positions.shape)}"
+        )
+    if not (isinstance(base, (int, float)) and base > 1):
+        raise ValueError(f"base must be a number greater than 1, got {base!r}")
+    validation.require_bool("interleaved", interleaved)
+    return _rotate(x, positions, float(base), interleaved)
+
+
+def rope_angles(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
+    """The angle of every pair at every position, ``(T, d/2)``: ``position * base**(-2i/d)``."""
+    work = torch.float64  # angles of long sequences need the digits; cast after cos/sin
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=work, device=positions.device) / d)
+    return positions.to(work)[:, None] * inv_freq[None, :]
+
+
+def _rotate(x: Tensor, positions: Tensor, base: float, interleaved: bool) -> Tensor:
+    angles = rope_angles(positions, x.shape[-1], base)  # (T, d/2)
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    cos, sin = angles.cos().to(work), angles.sin().to(work)
+    if interleaved:  # pairs (2i, 2i + 1)
+        x1, x2 = x[..., 0::2].to(work), x[..., 1::2].to(work)
+    else:  # pairs (i, i + d/2)
+        x1, x2 = x[..., : x.shape[-1] // 2].to(work), x[..., x.shape[-1] // 2 :].to(work)
+    r1, r2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos  # each pair turned by its angle
+    out = torch.stack((r1, r2), dim=-1).flatten(-2) if interleaved else torch.cat((r1, r2), -1)
+    return out.to(x.dtype)
