@@ -15,6 +15,9 @@ ROOT = syllabus.ROOT
 NOTEBOOKS = syllabus.notebook_paths()  # the lessons, in reading order
 
 os.environ.setdefault("COURSE_DEVICE", "cpu")
+# No GPU in the tests: Triton kernels run under Triton's interpreter, which must be chosen
+# before anything imports triton (torch.compile may).
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(autouse=True)

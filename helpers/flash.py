@@ -1,0 +1,216 @@
+"""FlashAttention from scratch: the online softmax and tiled attention (notebook 09).
+
+Attention never needs the whole ``(T_q, T_k)`` score matrix at once. Walk over the keys in
+blocks, keep for every query row a running maximum ``m``, a running sum ``l`` of
+``exp(score - m)`` and a running output ``acc``; when a new block raises the maximum, rescale
+what was kept by ``exp(m_old - m_new)``. At the end ``acc / l`` is the exact attention output,
+and ``lse = m + log(l)`` (the log-sum-exp of each row) is enough to rebuild any weight later:
+``weight[i, j] = exp(score[i, j] - lse[i])``.
+
+Shapes: q ``(..., T_q, d)``, k ``(..., T_k, d)``, v ``(..., T_k, d_v)``; ``lse`` ``(..., T_q)``.
+Causal masks are aligned top-left, like SDPA's ``is_causal``: query i sees keys 0..i. A query
+with no key to see (T_q > T_k) gets a zero output and ``lse = -inf``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from helpers import validation
+
+
+def online_softmax(x: np.ndarray, block: int = 4) -> np.ndarray:
+    """Softmax along the last axis in one pass over blocks of ``block`` entries (notebook 09, §1).
+
+    Keeps a running max and a running sum, rescaling the sum when the max grows; equals the
+    two-pass stable softmax exactly (up to rounding). Same shape as ``x``.
+    """
+    x = np.asarray(x)
+    validation.require_floating("x", x)
+    validation.require_finite("x", x, allow_neg_inf=True)
+    block = validation.require_positive_int("block", block)
+    m = np.full(x.shape[:-1], -np.inf, dtype=x.dtype)  # running max
+    total = np.zeros(x.shape[:-1], dtype=x.dtype)  # running sum of exp(x - m)
+    for start in range(0, x.shape[-1], block):
+        chunk = x[..., start : start + block]
+        m_new = np.maximum(m, chunk.max(axis=-1))
+        safe = np.where(np.isfinite(m_new), m_new, 0.0)  # rows still all -inf stay at 0
+        total = total * np.exp(np.where(np.isfinite(m), m - safe, -np.inf)) + np.exp(
+            chunk - safe[..., None]
+        ).sum(axis=-1)
+        m = m_new
+    safe = np.where(np.isfinite(m), m, 0.0)
+    return np.exp(x - safe[..., None]) / np.where(total == 0, 1.0, total)[..., None]
+
+
+def flash_attention_numpy(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    block_q: int = 64,
+    block_k: int = 64,
+    is_causal: bool = False,
+) -> np.ndarray:
+    """Exact attention by tiles and the online softmax, never holding a ``(T_q, T_k)`` array.
+
+    Returns the output ``(..., T_q, d_v)``. Notebook 09, section 2.
+    """
+    _check(q, k, v, block_q, block_k, is_causal)
+    return flash_forward(q, k, v, block_q, block_k, is_causal)[0]
+
+
+def flash_forward(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, block_q: int, block_k: int, is_causal: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The tiled forward pass: ``(output (..., T_q, d_v), lse (..., T_q))``. Unchecked."""
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    out = np.zeros((*np.broadcast_shapes(q.shape[:-2], v.shape[:-2]), T_q, v.shape[-1]), q.dtype)
+    lse = np.full(out.shape[:-1], -np.inf, dtype=q.dtype)
+    for i0 in range(0, T_q, block_q):
+        q_tile = q[..., i0 : i0 + block_q, :] * q.dtype.type(scale)  # (..., b_q, d)
+        rows = np.arange(i0, min(i0 + block_q, T_q))
+        m = np.full((*out.shape[:-2], len(rows)), -np.inf, dtype=q.dtype)  # running max
+        l = np.zeros_like(m)  # running sum
+        acc = np.zeros((*m.shape, v.shape[-1]), dtype=q.dtype)  # running output
+        for j0 in range(0, T_k, block_k):
+            if is_causal and j0 > rows[-1]:  # the tile lies wholly above the diagonal: skip
+                break
+            s = q_tile @ np.swapaxes(k[..., j0 : j0 + block_k, :], -1, -2)  # (..., b_q, b_k)
+            if is_causal:
+                s = np.where(np.arange(j0, j0 + s.shape[-1]) <= rows[:, None], s, -np.inf)
+            m, l, acc = _online_update(m, l, acc, s, v[..., j0 : j0 + block_k, :])
+        seen = l > 0  # a row with no key keeps l = 0: zeros out, lse = -inf
+        out[..., i0 : i0 + block_q, :] = acc / np.where(seen, l, 1.0)[..., None]
+        lse[..., i0 : i0 + block_q] = np.where(seen, m + np.log(np.where(seen, l, 1.0)), -np.inf)
+    return out, lse
+
+
+def _online_update(m, l, acc, s, v_tile):
+    """Fold one tile of scores ``s (..., b_q, b_k)`` into the running max, sum and output."""
+    m_new = np.maximum(m, s.max(axis=-1))
+    safe = np.where(np.isfinite(m_new), m_new, 0.0)
+    rescale = np.exp(np.where(np.isfinite(m), m - safe, -np.inf))  # exp(m_old - m_new)
+    p = np.exp(s - safe[..., None])  # this tile's unnormalised weights
+    return m_new, l * rescale + p.sum(axis=-1), acc * rescale[..., None] + p @ v_tile
+
+
+def weights_from_lse(
+    q: np.ndarray, k: np.ndarray, lse: np.ndarray, rows: slice | np.ndarray, is_causal: bool = False
+) -> np.ndarray:
+    """Rows of the attention weights rebuilt from the kept log-sum-exp: ``exp(s - lse)``.
+
+    ``rows`` picks query rows; only those rows' scores are formed, ``(..., len(rows), T_k)``.
+    """
+    index = np.arange(q.shape[-2])[rows]
+    s = q[..., index, :] @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if is_causal:
+        s = np.where(np.arange(k.shape[-2]) <= index[:, None], s, -np.inf)
+    finite = np.isfinite(lse[..., index])[..., None]
+    return np.where(finite, np.exp(s - np.where(finite, lse[..., index, None], 0.0)), 0.0)
+
+
+def flash_backward_numpy(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    out: np.ndarray,
+    lse: np.ndarray,
+    grad_out: np.ndarray,
+    block: int = 64,
+    is_causal: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradients ``(dq, dk, dv)`` by recomputing each tile's weights from ``lse`` (nb 09, §5).
+
+    Only the output and one number per row were kept from the forward pass; each
+    ``(block, block)`` tile of weights is rebuilt, used and dropped. q, k, v ``(T, d)``-style
+    arrays with the same leading dimensions.
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    delta = (grad_out * out).sum(axis=-1)  # (..., T_q): the row sums of dP * P
+    for i0 in range(0, q.shape[-2], block):
+        rows = np.arange(i0, min(i0 + block, q.shape[-2]))
+        lse_rows = lse[..., rows, None]
+        for j0 in range(0, k.shape[-2], block):
+            if is_causal and j0 > rows[-1]:
+                break
+            s = q[..., rows, :] @ np.swapaxes(k[..., j0 : j0 + block, :], -1, -2) * scale
+            if is_causal:
+                s = np.where(np.arange(j0, j0 + s.shape[-1]) <= rows[:, None], s, -np.inf)
+            p = np.where(
+                np.isfinite(lse_rows), np.exp(s - np.where(np.isfinite(lse_rows), lse_rows, 0)), 0
+            )
+            dv[..., j0 : j0 + block, :] += np.swapaxes(p, -1, -2) @ grad_out[..., rows, :]
+            dp = grad_out[..., rows, :] @ np.swapaxes(v[..., j0 : j0 + block, :], -1, -2)
+            ds = p * (dp - delta[..., rows, None]) * scale
+            dq[..., rows, :] += ds @ k[..., j0 : j0 + block, :]
+            dk[..., j0 : j0 + block, :] += np.swapaxes(ds, -1, -2) @ q[..., rows, :]
+    return dq, dk, dv
+
+
+def _check(q, k, v, block_q, block_k, is_causal) -> None:
+    """The entry checks of the public NumPy functions."""
+    validation.check_attention(q, k, v, None, np.ndarray, "NumPy array")
+    validation.require_positive_int("block_q", block_q)
+    validation.require_positive_int("block_k", block_k)
+    validation.require_bool("is_causal", is_causal)
+
+
+def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> Any:
+    """The tiled forward pass as a Triton kernel: q, k, v torch tensors ``(B, h, T, d)``.
+
+    Compiled on a CUDA GPU (float32 there goes through TF32 tensor cores); on a CPU tensor it
+    runs under Triton's interpreter, exact but slow, in float32 only (the interpreter's
+    low-precision ``tl.dot`` is not faithful). Notebook 09, section 7; the kernel is in
+    :mod:`helpers.flash_triton`.
+    """
+    import torch
+
+    validation.check_attention(q, k, v, None, torch.Tensor, "torch.Tensor")
+    validation.require_bool("is_causal", is_causal)
+    if q.ndim != 4 or k.shape[:2] != q.shape[:2] or v.shape != k.shape:
+        raise ValueError(
+            "q, k, v must be (B, h, T, d) with the same B, h and d (and k, v the same T): "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if not (q.is_cuda or q.dtype == torch.float32):
+        raise TypeError(
+            f"on a CPU Triton's interpreter is faithful in float32 only, got {q.dtype}, q shape "
+            f"{tuple(q.shape)}; use .float() here, or a GPU for bfloat16/float16"
+        )
+    if q.shape[-1] > 256:
+        raise ValueError(
+            f"the kernel keeps a (32, d) tile in registers: d <= 256, got q {tuple(q.shape)}"
+        )
+    kernel = _triton_kernel(interpret=not q.is_cuda)
+    return kernel.forward(q, k, v, is_causal)
+
+
+def _triton_kernel(interpret: bool) -> Any:
+    """Import :mod:`helpers.flash_triton`, in Triton's interpreter mode for CPU tensors.
+
+    Triton decides at import time whether kernels are compiled or interpreted, so a CPU run
+    sets ``TRITON_INTERPRET=1`` before the first import of Triton, and says so if too late.
+    """
+    if interpret and "triton" not in sys.modules:
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        from helpers import flash_triton
+    except ImportError as error:  # Triton ships for Linux only
+        raise RuntimeError(
+            "Triton is not installed here (it is published for Linux; on macOS and Windows "
+            "read the notebook's committed outputs instead)"
+        ) from error
+    interpreted = type(flash_triton._forward_kernel).__name__ == "InterpretedFunction"
+    if interpret and not interpreted:
+        raise RuntimeError(
+            "CPU tensors need Triton's interpreter, but Triton was imported without "
+            "TRITON_INTERPRET=1: set it before anything imports triton (or restart the kernel)"
+        )
+    return flash_triton
