@@ -1,0 +1,261 @@
+"""Heads across devices: tensor-parallel and ring attention with ``torch.distributed`` (nb 11).
+
+Real processes talk over a real backend: ``world_size`` processes are spawned on this machine
+and join one process group, gloo over 127.0.0.1 on a CPU, NCCL when every rank has a GPU.
+
+* **Tensor parallelism** splits the heads. Rank r of n holds the rows of ``qkv_proj`` that make
+  its h / n heads (from each of the Q, K and V blocks) and the matching columns of ``out_proj``;
+  it computes its heads and a partial output ``(B, T, D)``; one all-reduce sums the partials.
+* **Ring attention** splits the sequence. Each rank keeps its queries, and the key/value blocks
+  travel round the ring; each rank folds every block it sees into a running max, sum and output,
+  the online softmax of notebook 09, so the result is exact.
+
+The worker functions live here, in the package, so spawning works from a notebook too. A worker
+that fails stops every process and raises its error in the caller; nothing waits forever.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import Tensor
+from torch.multiprocessing.spawn import ProcessException
+
+from helpers import validation
+from helpers.torch_attention import FusedMultiHeadAttention, _combine, _fused, _split
+
+TIMEOUT = datetime.timedelta(seconds=60)  # the longest any collective may wait for a peer
+
+
+def tensor_parallel_shards(module: FusedMultiHeadAttention, world_size: int) -> list[dict]:
+    """What each rank holds: its rows of ``qkv_proj`` and its columns of ``out_proj``.
+
+    Rank r gets heads ``r·h/n … (r+1)·h/n - 1``: rows ``r·D/n : (r+1)·D/n`` of each of the
+    Q, K and V blocks of the ``(3 D, D)`` weight, i.e. a ``(3 D/n, D)`` weight, and the
+    ``(D, D/n)`` columns of ``out_proj``. The output bias is added once, after the sum.
+    """
+    D, n = module.d_model, world_size
+    width = D // n  # each rank's share of the D features: h/n heads of d_k
+    w_q, w_k, w_v = module.qkv_proj.weight.detach().chunk(3)  # 3 x (D, D)
+    b = module.qkv_proj.bias
+    b_q, b_k, b_v = b.detach().chunk(3) if b is not None else (None, None, None)
+    shards = []
+    for r in range(n):
+        rows = slice(r * width, (r + 1) * width)
+        bias = None if b is None else torch.cat((b_q[rows], b_k[rows], b_v[rows]))
+        shards.append({
+            "qkv_weight": torch.cat((w_q[rows], w_k[rows], w_v[rows])),  # (3 D/n, D)
+            "qkv_bias": bias,
+            "out_weight": module.out_proj.weight.detach()[:, rows],  # (D, D/n)
+        })  # fmt: skip
+    return shards
+
+
+def tensor_parallel_forward(
+    module: FusedMultiHeadAttention,
+    x: Tensor,
+    world_size: int = 2,
+    is_causal: bool = False,
+    mask: Tensor | None = None,
+) -> Tensor:
+    """``module(x)`` computed by ``world_size`` processes holding h / world_size heads each.
+
+    x ``(B, T, D)``; mask as for the module. Returns the full output ``(B, T, D)``.
+    """
+    validation.require_array("module", module, FusedMultiHeadAttention, "FusedMultiHeadAttention")
+    world_size = validation.require_positive_int("world_size", world_size)
+    if module.num_heads % world_size:
+        raise ValueError(
+            f"world_size={world_size} must divide the module's num_heads={module.num_heads}: "
+            "each rank holds whole heads"
+        )
+    validation.check_module_inputs(x, x, x, mask, module.d_model, module.num_heads,
+                                   module.out_proj.weight, is_causal=is_causal)  # fmt: skip
+    out_bias = None if module.out_proj.bias is None else module.out_proj.bias.detach()
+    shards = tensor_parallel_shards(module, world_size)
+    args = (shards, out_bias, x.detach(), mask, module.num_heads // world_size, is_causal)
+    return spawn(_tensor_parallel_worker, world_size, args)[0]
+
+
+def _tensor_parallel_worker(
+    rank: int, world_size: int, shards, out_bias, x, mask, heads, is_causal
+):
+    """Rank ``rank``'s heads: project, attend, project out its columns, then all-reduce."""
+    shard = shards[rank]
+    qkv = torch.nn.functional.linear(x, shard["qkv_weight"], shard["qkv_bias"])  # (B, T, 3 D/n)
+    q, k, v = (_split(part, heads) for part in qkv.chunk(3, dim=-1))  # 3 x (B, h/n, T, d_k)
+    mask = None if mask is None else (mask[:, None] if mask.ndim == 3 else mask)
+    heads_out = _combine(_fused(q, k, v, mask, is_causal))  # (B, T, D/n)
+    partial = heads_out @ shard["out_weight"].T  # (B, T, D): this rank's share of the output
+    dist.all_reduce(partial, op=dist.ReduceOp.SUM)  # every rank now holds the sum
+    return partial if out_bias is None else partial + out_bias
+
+
+def sequence_blocks(T: int, world_size: int, layout: str = "contiguous") -> list[Tensor]:
+    """Which token positions each rank holds, ``world_size`` index tensors covering 0..T-1.
+
+    ``contiguous``: rank r holds the r-th of n nearly equal blocks. ``zigzag``: the sequence is
+    cut into 2n chunks and rank r holds chunks r and 2n - 1 - r, one early and one late, so a
+    causal mask gives every rank the same amount of work.
+    """
+    T = validation.require_positive_int("T", T)
+    world_size = validation.require_positive_int("world_size", world_size)
+    if layout not in ("contiguous", "zigzag"):
+        raise ValueError(f"layout must be 'contiguous' or 'zigzag', got {layout!r}")
+    pieces = world_size if layout == "contiguous" else 2 * world_size
+    if T < pieces:
+        raise ValueError(f"T={T} tokens cannot be cut into {pieces} non-empty blocks")
+    chunks = torch.arange(T).tensor_split(pieces)
+    if layout == "contiguous":
+        return list(chunks)
+    return [torch.cat((chunks[r], chunks[pieces - 1 - r])) for r in range(world_size)]
+
+
+def ring_attention_forward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    world_size: int = 2,
+    is_causal: bool = False,
+    layout: str = "contiguous",
+) -> Tensor:
+    """Attention over q, k, v ``(B, h, T, d)`` with the sequence split across processes.
+
+    Each rank keeps its queries; K/V blocks go round the ring in ``world_size`` steps. T need
+    not divide evenly: blocks differ by at most one token. Causal aligns top-left, like SDPA.
+    """
+    validation.check_attention(q, k, v, None, Tensor, "torch.Tensor")
+    validation.require_bool("is_causal", is_causal)
+    if q.shape[-2] != k.shape[-2] or q.ndim != 4:
+        raise ValueError(
+            "ring attention splits one sequence: q, k, v must be (B, h, T, d) with the same T, "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}"
+        )
+    blocks = sequence_blocks(q.shape[-2], world_size, layout)
+    parts = spawn(_ring_worker, world_size, (q, k, v, blocks, is_causal))
+    out = torch.empty_like(q[..., : v.shape[-1]])
+    for positions, part in zip(blocks, parts, strict=True):
+        out[..., positions, :] = part
+    return out
+
+
+def _ring_worker(rank: int, world_size: int, q, k, v, blocks, is_causal):
+    """Fold every K/V block into this rank's queries, passing blocks on round the ring."""
+    mine = blocks[rank]
+    q = q[..., mine, :] / q.shape[-1] ** 0.5  # (B, h, T_r, d), scaled once
+    kv = torch.stack((k[..., mine, :], v[..., mine, :]))  # (2, B, h, T_r, d): what travels
+    m = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype)  # running max
+    total = torch.zeros_like(m)  # running sum
+    acc = torch.zeros_like(q[..., :1]).expand(*q.shape[:-1], v.shape[-1]).clone()
+    for step in range(world_size):
+        owner = (rank - step) % world_size  # whose block this rank holds at this step
+        if step + 1 < world_size:  # start passing it on before computing with it
+            size = len(blocks[(owner - 1) % world_size])  # the next block may be one longer
+            incoming = kv.new_empty((*kv.shape[:-2], size, kv.shape[-1]))
+            requests = [dist.isend(kv, (rank + 1) % world_size),
+                        dist.irecv(incoming, (rank - 1) % world_size)]  # fmt: skip
+        allowed = blocks[owner][None, :] <= mine[:, None] if is_causal else None  # (T_r, T_o)
+        if allowed is None or allowed.any():
+            m, total, acc = merge_block(m, total, acc, q, kv[0], kv[1], allowed)
+        if step + 1 < world_size:
+            for request in requests:
+                request.wait()
+            kv = incoming
+    return acc / torch.where(total == 0, 1.0, total)[..., None]
+
+
+def merge_block(m, total, acc, q, k, v, allowed=None):
+    """Fold one key/value block into a running (max, sum, output): the online softmax of 09.
+
+    q is already scaled; ``allowed`` is a boolean ``(T_q, T_k)`` mask or None.
+    """
+    s = q @ k.transpose(-2, -1)  # (B, h, T_q, T_k)
+    if allowed is not None:
+        s = s.masked_fill(~allowed, float("-inf"))
+    m_new = torch.maximum(m, s.amax(dim=-1))
+    safe = torch.where(torch.isinf(m_new), 0.0, m_new)
+    rescale = torch.exp(m - safe)  # exp(m_old - m_new); 0 while the row had nothing
+    p = torch.exp(s - safe[..., None])
+    return m_new, total * rescale + p.sum(-1), acc * rescale[..., None] + p @ v
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 120.0) -> list[Any]:
+    """Run ``worker(rank, world_size, *args)`` in ``world_size`` processes; return each result.
+
+    A worker that raises stops every process and its error is raised here; processes that are
+    still running after ``deadline_s`` are stopped and a TimeoutError is raised.
+    """
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        context = mp.start_processes(_entry, args=(world_size, port, worker, args, folder),
+                                     nprocs=world_size, join=False, start_method="spawn")  # fmt: skip
+        start = time.monotonic()
+        try:
+            while not context.join(timeout=0.5):  # raises as soon as a worker fails
+                if time.monotonic() - start > deadline_s:
+                    raise TimeoutError(f"{world_size} workers still running after {deadline_s} s")
+        except ProcessException as error:
+            last = str(error).strip().splitlines()[-1]
+            raise RuntimeError(
+                f"worker {error.error_index} of {world_size} failed: {last}"
+            ) from error
+        finally:
+            for process in context.processes:  # nothing is left running, whatever happened
+                if process.is_alive():
+                    process.kill()
+        return [torch.load(Path(folder) / f"{r}.pt") for r in range(world_size)]
+
+
+def _entry(rank, world_size, port, worker, args, folder):
+    """One process: join the group over loopback, run the worker, save its result."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)  # n processes share the machine's cores
+    gpus = torch.cuda.device_count() >= world_size and _any_cuda(args)
+    if gpus:  # NCCL: one GPU per rank
+        torch.cuda.set_device(rank)
+        args = _to(args, torch.device("cuda", rank))
+    dist.init_process_group("nccl" if gpus else "gloo", rank=rank, world_size=world_size,
+                            timeout=TIMEOUT)  # fmt: skip
+    try:
+        result = worker(rank, world_size, *args)
+        torch.save(result.cpu(), Path(folder) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def _any_cuda(value: Any) -> bool:
+    if isinstance(value, Tensor):
+        return value.is_cuda
+    if isinstance(value, (list, tuple)):
+        return any(_any_cuda(v) for v in value)
+    if isinstance(value, dict):
+        return any(_any_cuda(v) for v in value.values())
+    return False
+
+
+def _to(value: Any, device: torch.device) -> Any:
+    """Every tensor inside ``value`` (tuples, lists and dicts of them) moved to ``device``."""
+    if isinstance(value, Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to(v, device) for v in value)
+    if isinstance(value, dict):
+        return {key: _to(v, device) for key, v in value.items()}
+    return value
