@@ -21,6 +21,8 @@ def toy_sentence() -> tuple[list[str], np.ndarray]:
 
     The features are readable on purpose: the fox is an animal, chased is an action, the kite
     is a thing, and "the" and "a" are little words, so dot products between rows make sense.
+    Introduced in notebook 01, section 1 (A toy sentence); first drawn in notebook 00,
+    section 4 (A first heatmap).
     """
     tokens = ["the", "fox", "chased", "a", "red", "kite"]
     return tokens, np.array([_WORDS[t] for t in tokens], dtype=np.float64)
@@ -29,6 +31,9 @@ def toy_sentence() -> tuple[list[str], np.ndarray]:
 def random_batch(
     batch: int, length: int, d_model: int, seed: int = 0, dtype: type = np.float64
 ) -> np.ndarray:
-    """Standard-normal inputs ``(B, T, D)`` from a seeded generator."""
+    """Standard-normal inputs ``(B, T, D)`` = ``(batch, length, d_model)``, seeded.
+
+    First used in notebook 04, section 1 (The pieces).
+    """
     rng = np.random.default_rng(seed)
     return rng.standard_normal((batch, length, d_model)).astype(dtype)

@@ -14,7 +14,10 @@ FIGURE_DPI = 72  # small, sharp enough figures keep the committed notebooks ligh
 
 
 def in_colab() -> bool:
-    """True when running inside Google Colab."""
+    """True when running inside Google Colab.
+
+    Reported by :func:`version_report` in notebook 00, section 1 (Your environment).
+    """
     return "google.colab" in sys.modules
 
 
@@ -22,6 +25,7 @@ def pick_device(prefer: str | None = None):
     """The best available torch device: CUDA, then Apple MPS, then CPU.
 
     ``prefer`` (or the environment variable ``COURSE_DEVICE``) forces one, e.g. ``"cpu"``.
+    Used in notebook 07, section 1 (Pick a device).
     """
     import torch
 
@@ -36,7 +40,10 @@ def pick_device(prefer: str | None = None):
 
 
 def seed_everything(seed: int = 0) -> np.random.Generator:
-    """Seed Python, NumPy and torch; return a fresh NumPy ``Generator`` with that seed."""
+    """Seed Python, NumPy and torch; return a fresh NumPy ``Generator`` with that seed.
+
+    Called by :func:`setup`, in the setup cell that starts every notebook (00 on).
+    """
     random.seed(seed)
     np.random.seed(seed)
     try:
@@ -49,7 +56,10 @@ def seed_everything(seed: int = 0) -> np.random.Generator:
 
 
 def setup(seed: int = 0) -> np.random.Generator:
-    """What every notebook's setup cell calls: seeds, print options and plot defaults."""
+    """What every notebook's setup cell calls: seeds, print options and plot defaults.
+
+    The setup cell is the first code cell of every notebook, from notebook 00 on.
+    """
     import matplotlib as mpl
     import seaborn as sns
 
@@ -63,7 +73,10 @@ def setup(seed: int = 0) -> np.random.Generator:
 
 
 def version_report() -> dict[str, str]:
-    """Versions of Python and the libraries the course uses, plus where it runs."""
+    """Versions of Python and the libraries the course uses, plus where it runs.
+
+    Printed in notebook 00, section 1 (Your environment).
+    """
     import matplotlib
     import torch
 

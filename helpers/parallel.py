@@ -32,7 +32,8 @@ from torch import Tensor
 from torch.multiprocessing.spawn import ProcessException
 
 from helpers import validation
-from helpers.torch_attention import FusedMultiHeadAttention, _combine, _fused, _split
+from helpers.masks import head_mask
+from helpers.torch_attention import FusedMultiHeadAttention, combine_heads, sdpa, split_heads
 
 TIMEOUT = datetime.timedelta(seconds=60)  # the longest any collective may wait for a peer
 
@@ -93,9 +94,8 @@ def _tensor_parallel_worker(
     """Rank ``rank``'s heads: project, attend, project out its columns, then all-reduce."""
     shard = shards[rank]
     qkv = torch.nn.functional.linear(x, shard["qkv_weight"], shard["qkv_bias"])  # (B, T, 3 D/n)
-    q, k, v = (_split(part, heads) for part in qkv.chunk(3, dim=-1))  # 3 x (B, h/n, T, d_k)
-    mask = None if mask is None else (mask[:, None] if mask.ndim == 3 else mask)
-    heads_out = _combine(_fused(q, k, v, mask, is_causal))  # (B, T, D/n)
+    q, k, v = (split_heads(part, heads) for part in qkv.chunk(3, dim=-1))  # 3 x (B, h/n, T, d_k)
+    heads_out = combine_heads(sdpa(q, k, v, head_mask(mask), is_causal))  # (B, T, D/n)
     partial = heads_out @ shard["out_weight"].T  # (B, T, D): this rank's share of the output
     dist.all_reduce(partial, op=dist.ReduceOp.SUM)  # every rank now holds the sum
     return partial if out_bias is None else partial + out_bias

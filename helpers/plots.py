@@ -29,6 +29,29 @@ _WEIGHTS_STYLE = {
 }
 
 
+def tied_for_largest(weights, decimals: int = 2) -> np.ndarray:
+    """Indices of every weight in a row ``(T_k,)`` that ties for the largest.
+
+    Weights are compared as the course prints them, rounded to ``decimals`` places: 0.1792 and
+    0.1790 both show as 0.18, so they tie. ``np.argmax`` would quietly pick the first of them;
+    a caption names them all, or says that the row is even. Used in notebook 02, section 4
+    (The full function).
+    """
+    rounded = np.round(np.asarray(weights, dtype=float), decimals)
+    if rounded.ndim != 1 or rounded.size == 0:
+        raise ValueError(f"weights must have shape (T_k,) with T_k > 0, got {rounded.shape}")
+    return np.flatnonzero(rounded == rounded.max())
+
+
+def quoted(names: Sequence[str]) -> str:
+    """``'a'``, ``'a' and 'b'``, ``'a', 'b' and 'c'``: names for a caption.
+
+    Used in notebook 02, section 4 (The full function).
+    """
+    items = [f"'{name}'" for name in names]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _labels(tokens: Sequence[str] | None, n: int) -> list[str]:
     return list(tokens) if tokens is not None else [str(i) for i in range(n)]
 
@@ -56,7 +79,11 @@ def attention_heatmap(
     annotate: bool | None = None,
     colorbar: bool = True,
 ) -> Axes:
-    """Draw weights ``(T_q, T_k)`` with queries as rows and keys as columns, range 0..1."""
+    """Draw weights ``(T_q, T_k)`` with queries as rows and keys as columns, range 0..1.
+
+    First drawn in notebook 00, section 4 (A first heatmap); notebook 01, section 5 (All
+    queries at once) explains how to read it.
+    """
     weights = np.asarray(weights, dtype=float)
     _check_weights(weights, "(T_q, T_k)", query_tokens, key_tokens)
     if ax is None:
@@ -126,7 +153,8 @@ def head_grid(
     0.1 s). Key tokens label every column of tiles and query tokens every row of tiles, or only
     the first tile when that would be more than ``GRID_LABELS_UP_TO`` labels. The values are
     written in the cells when there are at most ``ANNOTATE_CELLS_UP_TO`` of them, unless
-    ``annotate`` says otherwise.
+    ``annotate`` says otherwise. First used in notebook 04, section 6 (Your own
+    `MultiHeadAttention`).
     """
     weights = np.asarray(weights, dtype=float)
     _check_weights(weights, "(h, T_q, T_k)", query_tokens, key_tokens)

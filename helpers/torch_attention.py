@@ -45,6 +45,13 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
     return _split(x, int(num_heads))
 
 
+def combine_heads(x: Tensor) -> Tensor:
+    """(B, h, T, d_k) -> (B, T, h * d_k); transpose first, then reshape (which copies)."""
+    validation.require_array("x", x, Tensor, "torch.Tensor")
+    validation.require_ndim("x", x, (4,), "(B, h, T, d_k)")
+    return _combine(x)
+
+
 def _split(x: Tensor, num_heads: int) -> Tensor:
     B, T, D = x.shape
     return x.view(B, T, num_heads, D // num_heads).transpose(1, 2)

@@ -14,7 +14,14 @@ from helpers import exercises
 from helpers.data import toy_sentence
 from helpers.numpy_attention import softmax
 from helpers.widgets import explore
-from helpers.widgets.one_query import MAX_SCALE, one_query_attention, render_one_query
+from helpers.widgets.one_query import (
+    MAX_SCALE,
+    WINNER,
+    favourite,
+    highlighted,
+    one_query_attention,
+    render_one_query,
+)
 
 
 def _attend_by_hand(query: str, scale: float):
@@ -79,6 +86,35 @@ def test_render_one_query_draws_weights_over_the_keys_and_names_the_favourite():
     assert "'red'" in left.get_title() and "weights @ V" in right.get_title()
     assert "'red' attends most to 'kite' (weight 0.23)" in text
     assert "score" in text and "output = weights @ V" in text
+
+
+def test_scale_zero_names_no_favourite_and_highlights_no_bar():
+    fig, text = render_one_query("kite", 0.0)  # every weight is 1/6: a six-way tie
+    assert "attends most" not in text
+    assert "'kite' spreads its weight evenly over all 6 keys (weight 0.17 each)" in text
+    assert len({bar.get_facecolor() for bar in fig.axes[0].patches}) == 1  # all bars alike
+
+
+def test_keys_tied_for_the_largest_weight_are_all_named_and_all_highlighted():
+    tokens, weights = ["a", "b", "c"], np.array([0.4, 0.4, 0.2])
+    assert (
+        favourite("c", tokens, weights)
+        == "'c' attends most to 'a' and 'b', tied (weight 0.40 each)"
+    )
+    assert highlighted(weights) == [True, True, False]
+    assert highlighted(np.full(3, 1 / 3)) == [False, False, False]
+
+
+def test_the_single_favourite_is_the_one_yellow_bar():
+    fig, _ = render_one_query("red", 1.0)
+    yellow = [bar for bar in fig.axes[0].patches if bar.get_facecolor()[:3] == _rgb(WINNER)]
+    assert (
+        len(yellow) == 1 and yellow[0].get_height() == one_query_attention("red")["weights"].max()
+    )
+
+
+def _rgb(colour: str) -> tuple[float, float, float]:
+    return tuple(int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
 
 
 def _one_query_explorer():

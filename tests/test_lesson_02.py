@@ -12,6 +12,7 @@ from notebook_tools import verdict
 
 from helpers import exercises
 from helpers.numpy_attention import scaled_dot_product_attention, softmax
+from helpers.plots import tied_for_largest
 from helpers.widgets import explore
 from helpers.widgets.scaling import (
     LENGTH,
@@ -108,15 +109,35 @@ def test_render_returns_a_heatmap_and_a_caption_with_d_k_and_entropy():
     assert f"uniform over {LENGTH} keys: {math.log(LENGTH):.2f}" in text
 
 
-def test_render_writes_each_rows_largest_weight_in_its_cell_and_nothing_else():
-    fig, _ = render_scaling(64, False)
-    weights = scaling_weights(64, False)[1]
+@pytest.mark.parametrize(("d_k", "scaled"), [(64, False), (68, True)])
+def test_render_writes_each_rows_largest_weight_in_every_cell_tied_for_it_and_nothing_else(
+    d_k, scaled
+):
+    fig, _ = render_scaling(d_k, scaled)
+    weights = scaling_weights(d_k, scaled)[1]
     written = sorted((t.get_position(), t.get_text()) for t in fig.axes[0].texts)
     want = sorted(
         ((column + 0.5, row + 0.5), f"{weights[row, column]:.2f}")
-        for row, column in enumerate(np.argmax(weights, axis=-1))
+        for row in range(LENGTH)
+        for column in np.flatnonzero(np.round(weights[row], 2) == np.round(weights[row].max(), 2))
     )
     assert written == want
+
+
+def test_a_row_tied_for_its_largest_weight_gets_the_number_in_every_tied_cell():
+    weights = scaling_weights(68, True)[1]  # row 2 has two weights that both print as 0.22
+    assert list(np.round(weights[2], 2)).count(0.22) == 2 == len(tied_for_largest(weights[2]))
+    texts = render_scaling(68, True)[0].axes[0].texts
+    in_row_2 = [t.get_text() for t in texts if t.get_position()[1] == 2.5]
+    assert in_row_2 == ["0.22", "0.22"]
+
+
+def test_tied_for_largest_compares_weights_as_they_are_printed():
+    assert list(tied_for_largest(np.array([0.1792, 0.1790, 0.1556]))) == [0, 1]
+    assert list(tied_for_largest(np.array([0.30, 0.25]))) == [0]
+    assert list(tied_for_largest(np.full(4, 0.25))) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="T_k"):
+        tied_for_largest(np.zeros((2, 3)))
 
 
 def test_render_writes_dark_numbers_on_bright_cells_and_light_numbers_on_dark_ones():

@@ -3,13 +3,18 @@ checkers that reject wrong answers."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from notebook_tools import verdict
 
+from helpers.exercises import check
 from helpers.masks import causal_mask, padding_mask
+from helpers.numpy_attention import softmax
 from helpers.widgets import explore
 from helpers.widgets.masking import (
     MASK_TYPES,
@@ -98,6 +103,25 @@ def _naive_softmax(scores, mask):
 def test_exercise_checker_rejects_a_plausible_wrong_answer(name, wrong):
     with np.errstate(all="ignore"):
         assert verdict(name, wrong) == "failed"
+
+
+def _feedback(name, fn) -> str:
+    out = io.StringIO()
+    with np.errstate(all="ignore"), contextlib.redirect_stdout(out):
+        check(name, fn)
+    return out.getvalue()
+
+
+def test_masked_softmax_feedback_names_the_fully_blocked_row_when_that_row_gives_nan():
+    text = _feedback("masked_softmax", _naive_softmax)  # right everywhere but the blocked row
+    assert "check 2 of 4 failed (the row with every key masked gives all zeros, not NaN)" in text
+    assert "every live row" not in text and "nan nan nan nan" in text
+
+
+def test_masked_softmax_feedback_names_the_live_rows_when_a_masked_key_gets_weight():
+    text = _feedback("masked_softmax", lambda scores, mask: softmax(scores))  # ignores the mask
+    assert "check 1 of 4 failed (in every row with at least one allowed key" in text
+    assert "masked keys got weight" in text
 
 
 def test_exercise_checkers_accept_the_helpers_as_answers():

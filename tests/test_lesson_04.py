@@ -45,6 +45,15 @@ def test_head_grid_shows_every_head_of_the_model(heads, length):
     assert f"= {4 * 24 * 24 + 4 * 24} (the same for every h)" in caption
 
 
+def test_default_sizes_all_differ_so_every_number_in_the_trace_reads_one_way():
+    _, caption = render_heads()
+    parts = [part.split(" = ") for part in caption.splitlines()[0].split(", ")]
+    sizes = {part[0]: part[-1] for part in parts}  # "d_k = D / h = 6" -> "d_k": "6"
+    assert sizes == {"B": "1", "T": "5", "D": "24", "h": "4", "d_k": "6"}
+    assert len(set(sizes.values())) == len(sizes)
+    assert "(B, h, T, d_k)    = (1, 4, 5, 6)" in caption
+
+
 def test_render_heads_rejects_heads_that_do_not_divide_d_model():
     with pytest.raises(ValueError, match="not divisible by num_heads=5"):
         render_heads(5, 4)

@@ -116,7 +116,7 @@ EXPLORERS = [
         lambda: explore(
             render_heads,
             num_heads=widgets.IntSlider(value=4, min=1, max=8),
-            seq_len=widgets.IntSlider(value=6, min=2, max=12),
+            seq_len=widgets.IntSlider(value=5, min=2, max=12),
         ),
         "seq_len",
         [12, 11, 10],

@@ -23,7 +23,11 @@ Check = tuple[str, Callable[[Callable], None]]  # (what it proves, raises Assert
 
 @dataclass
 class Exercise:
-    """One exercise: its name, the notebook it belongs to, its checks and a hint."""
+    """One exercise: its name, the notebook it belongs to, its checks and a hint.
+
+    The first is met in notebook 00, section 6 (Your first exercise); each notebook registers its
+    own in ``nbNN.py``.
+    """
 
     name: str
     notebook: str
@@ -36,7 +40,10 @@ RESULTS: dict[str, str] = {}  # name -> "passed" | "failed" | "not attempted"
 
 
 def exercise(name: str, notebook: str, hint: str) -> Callable[[Callable], Callable]:
-    """Register a function that returns the exercise's checks as a list of (text, fn)."""
+    """Register a function that returns the exercise's checks as a list of (text, fn).
+
+    Each ``nbNN.py`` module uses it; its docstrings name the notebook section.
+    """
 
     def register(make_checks: Callable[[], list[Check]]) -> Callable:
         REGISTRY[name] = Exercise(name, notebook, make_checks(), hint)
@@ -49,7 +56,8 @@ def assert_shape(got, want: tuple[int, ...], layout: str = "", name: str = "") -
     """Raise AssertionError unless ``got`` (array, tensor or nested list) has shape ``want``.
 
     The message names the result and its layout, e.g.
-    ``weights: expected (T_q, T_k) = (2, 5), got (5, 2)``.
+    ``weights: expected (T_q, T_k) = (2, 5), got (5, 2)``. What a learner reads when an
+    exercise's result has the wrong shape, from notebook 00, section 6 (Your first exercise) on.
     """
     shape = tuple(np.shape(got))
     if shape != tuple(want):
@@ -63,7 +71,7 @@ def _load_all() -> None:
 
 
 def get(name: str) -> Exercise:
-    """The registered exercise called ``name``."""
+    """The registered exercise called ``name`` (any notebook's, from notebook 00 on)."""
     _load_all()
     if name not in REGISTRY:
         known = ", ".join(sorted(REGISTRY))
@@ -72,13 +80,16 @@ def get(name: str) -> Exercise:
 
 
 def for_notebook(notebook: str) -> list[Exercise]:
-    """Every exercise of one notebook, e.g. ``for_notebook("01")``."""
+    """Every exercise of one notebook, e.g. ``for_notebook("01")`` (notebooks 00 on)."""
     _load_all()
     return [e for e in REGISTRY.values() if e.notebook == notebook]
 
 
 def check(name: str, fn: Callable) -> None:
-    """Run exercise ``name``'s checks on ``fn`` and print a verdict (also kept in RESULTS)."""
+    """Run exercise ``name``'s checks on ``fn`` and print a verdict (also kept in RESULTS).
+
+    First used in notebook 00, section 6 (Your first exercise); every exercise cell ends with it.
+    """
     ex = get(name)
     for i, (what, run) in enumerate(ex.checks, start=1):
         try:

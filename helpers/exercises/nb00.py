@@ -13,6 +13,8 @@ from helpers.exercises import assert_shape, exercise
     hint="np.sum takes an axis argument; axis=-1 adds along each row.",
 )
 def _row_sums():
+    """Notebook 00, section 6 (Your first exercise)."""
+
     def sums_each_row(fn):
         x = np.arange(6.0).reshape(2, 3)
         got = np.asarray(fn(x))

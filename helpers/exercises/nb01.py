@@ -45,6 +45,8 @@ def _random(shape, seed):
     ),
 )
 def _stable_softmax():
+    """Notebook 01, section 3 (Softmax: from scores to weights), exercise 1."""
+
     def matches_the_definition_on_one_row(fn):
         got = np.asarray(fn(np.array([1.0, 2.0, 3.0])))
         assert_shape(got, (3,))
@@ -88,6 +90,8 @@ def _stable_softmax():
     ),
 )
 def _attend_one_query():
+    """Notebook 01, section 4 (The weighted average of values), exercise 2."""
+
     def returns_output_and_weights_with_the_right_shapes(fn):
         query, keys, values = _random(3, 3), _random((5, 3), 4), _random((5, 2), 5)
         output, weights = fn(query, keys, values)
@@ -127,6 +131,8 @@ def _attend_one_query():
     ),
 )
 def _attend_all_queries():
+    """Notebook 01, section 5 (All queries at once), exercise 3."""
+
     def returns_the_right_shapes_when_t_q_differs_from_t_k(fn):
         queries, keys, values = _random((2, 3), 12), _random((5, 3), 13), _random((5, 4), 14)
         output, weights = fn(queries, keys, values)

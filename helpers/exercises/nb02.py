@@ -48,6 +48,8 @@ def _random(shape, seed):
     ),
 )
 def _scaled_attention():
+    """Notebook 02, section 4 (The full function), exercise 1."""
+
     def returns_the_right_shapes(fn):
         output, weights = fn(_random((2, 4), 1), _random((5, 4), 2), _random((5, 3), 3))
         assert_shape(output, (2, 3), "(T_q, d_v)", name="output")
@@ -98,6 +100,8 @@ def _scaled_attention():
     ),
 )
 def _softmax_entropy():
+    """Notebook 02, section 4 (The full function), exercise 2."""
+
     def uniform_rows_give_log_t_k(fn):
         got = np.asarray(fn(np.full((3, 8), 1 / 8)))
         assert_shape(got, (3,), "one number per row", name="entropy")
@@ -133,6 +137,8 @@ def _softmax_entropy():
     ),
 )
 def _self_attention():
+    """Notebook 02, section 4 (The full function), exercise 3."""
+
     def returns_the_right_shapes(fn):
         x = _random((5, 4), 14)
         output, weights = fn(x, _random((4, 3), 15), _random((4, 3), 16), _random((4, 2), 17))

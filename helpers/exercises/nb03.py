@@ -15,6 +15,8 @@ from helpers.numpy_attention import softmax
     hint="Compare np.arange(T) (positions, shape (T,)) with the lengths as a column (B, 1).",
 )
 def _padding_mask_from_lengths():
+    """Notebook 03, section Exercises, exercise 1 (a padding mask from lengths)."""
+
     def matches_the_helper(fn):
         got = np.asarray(fn(np.array([3, 1, 4]), 5))
         assert_shape(got, (3, 5), "(B, T)")
@@ -38,22 +40,30 @@ def _padding_mask_from_lengths():
     "none), exponentiate, and divide by the row sum only where that sum is not 0.",
 )
 def _masked_softmax():
+    """Notebook 03, section Exercises, exercise 2 (a masked softmax that never gives NaN)."""
+
     rng = np.random.default_rng(3)
     scores = rng.standard_normal((2, 3, 4)) * 3
     mask = rng.random((2, 3, 4)) > 0.4
     mask[0, 1] = False  # a query row with nothing to attend to
 
-    def zero_where_masked_and_rows_sum_to_one(fn):
+    live = mask.any(axis=-1)  # (B, T_q): rows with at least one key to attend to
+
+    def rows_with_a_key_are_weights(fn):
         got = np.asarray(fn(scores, mask))
         assert_shape(got, scores.shape, "(B, T_q, T_k)")
-        assert not np.isnan(got).any(), "the result has NaN in it"
-        np.testing.assert_array_equal(got[~mask], 0.0)
-        live = mask.any(axis=-1)
-        np.testing.assert_allclose(got.sum(axis=-1)[live], 1.0)
+        rows, keep = got[live], mask[live]  # (rows, T_k): the fully masked row left out
+        assert not np.isnan(rows).any(), "a row that has keys to attend to came out with NaN"
+        leaked = np.abs(rows[~keep])
+        assert np.all(leaked == 0), f"masked keys got weight, up to {leaked.max():.3g}"
+        sums = rows.sum(axis=-1)
+        shown = ", ".join(f"{total:.3g}" for total in sums)
+        assert np.allclose(sums, 1.0), f"the rows sum to {shown}, not 1 each"
 
     def a_fully_masked_row_gives_zeros(fn):
-        got = np.asarray(fn(scores, mask))
-        np.testing.assert_array_equal(got[0, 1], np.zeros(4))
+        row = np.asarray(fn(scores, mask))[0, 1]
+        assert not np.isnan(row).any(), f"row [0, 1] has every key masked and came out as {row}"
+        np.testing.assert_array_equal(row, np.zeros(4))
 
     def matches_the_helper(fn):
         expected = softmax(np.where(mask, scores, -np.inf))
@@ -66,10 +76,10 @@ def _masked_softmax():
 
     return [
         (
-            "masked keys get 0 and every live row sums to 1, no NaN",
-            zero_where_masked_and_rows_sum_to_one,
+            "in every row with at least one allowed key: masked keys get 0, the row sums to 1",
+            rows_with_a_key_are_weights,
         ),
-        ("a row with every key masked gives all zeros", a_fully_masked_row_gives_zeros),
+        ("the row with every key masked gives all zeros, not NaN", a_fully_masked_row_gives_zeros),
         ("matches helpers.numpy_attention.softmax on the masked scores", matches_the_helper),
         ("scores of 1000 do not overflow", survives_large_scores),
     ]
@@ -82,6 +92,8 @@ def _masked_softmax():
     "axis with [:, None, :] so it broadcasts over (B, T_q, T_k).",
 )
 def _mask_from_key_padding():
+    """Notebook 03, section Exercises, exercise 3 (from `key_padding_mask`)."""
+
     block = np.array([[False, False, True, True], [False, False, False, False]])
 
     def flips_and_adds_the_query_axis(fn):

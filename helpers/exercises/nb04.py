@@ -19,6 +19,8 @@ from helpers.numpy_attention import (
     hint="reshape (B, T, D) to (B, T, h, d_k), then transpose to (B, h, T, d_k).",
 )
 def _split_into_heads():
+    """Notebook 04, section Exercises, exercise 1 (split into heads)."""
+
     x = np.random.default_rng(4).standard_normal((2, 5, 12))
 
     def matches_the_helper(fn):
@@ -41,6 +43,8 @@ def _split_into_heads():
     hint="transpose (B, h, T, d_k) to (B, T, h, d_k), then reshape to (B, T, h * d_k).",
 )
 def _merge_heads():
+    """Notebook 04, section Exercises, exercise 2 (merge the heads back)."""
+
     heads = np.random.default_rng(5).standard_normal((2, 3, 5, 4))
 
     def matches_the_helper(fn):
@@ -65,6 +69,8 @@ def _merge_heads():
     "project x with those slices, then call scaled_dot_product_attention.",
 )
 def _one_head():
+    """Notebook 04, section Exercises, exercise 3 (one head by hand)."""
+
     mha = MultiHeadAttention(8, 4, seed=7)
     x = np.random.default_rng(8).standard_normal((2, 5, 8))
     q, k, v = (split_heads(mha.project(x, n), 4) for n in ("q", "k", "v"))

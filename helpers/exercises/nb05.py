@@ -17,6 +17,8 @@ from helpers.masks import causal_mask, padding_mask
     "copy inside torch.no_grad().",
 )
 def _linear_from_numpy():
+    """Notebook 05, section 7 (Exercises), exercise 1."""
+
     rng = np.random.default_rng(5)
     w, b = rng.standard_normal((4, 3)), rng.standard_normal(3)  # x @ W with W (d_in, d_out)
     x = rng.standard_normal((2, 4))
@@ -45,6 +47,8 @@ def _linear_from_numpy():
     "head axis in front of T.",
 )
 def _split_heads_torch():
+    """Notebook 05, section 7 (Exercises), exercise 2."""
+
     x = torch.arange(2 * 3 * 8, dtype=torch.float64).reshape(2, 3, 8)
 
     def gives_b_h_t_dk(fn):
@@ -69,11 +73,13 @@ def _split_heads_torch():
     "helpers.masks.to_block), and hand them over as torch tensors.",
 )
 def _torch_mha_masks():
-    lengths, length = [3, 5], 5
+    """Notebook 05, section 7 (Exercises), exercise 3."""
+
+    lengths, T = [3, 5], 5
 
     def flips_the_padding_mask(fn):
-        key_padding_mask, _ = fn(lengths, length)
-        expected = torch.from_numpy(~padding_mask(lengths, length))
+        key_padding_mask, _ = fn(lengths, T)
+        expected = torch.from_numpy(~padding_mask(lengths, T))
         assert isinstance(key_padding_mask, torch.Tensor), "key_padding_mask must be a tensor"
         assert key_padding_mask.dtype == torch.bool, "key_padding_mask must be boolean"
         assert torch.equal(key_padding_mask, expected), (
@@ -81,8 +87,8 @@ def _torch_mha_masks():
         )
 
     def flips_the_causal_mask(fn):
-        _, attn_mask = fn(lengths, length)
-        expected = torch.from_numpy(~causal_mask(length))
+        _, attn_mask = fn(lengths, T)
+        expected = torch.from_numpy(~causal_mask(T))
         assert isinstance(attn_mask, torch.Tensor), "attn_mask must be a tensor"
         assert attn_mask.dtype == torch.bool, "attn_mask must be boolean"
         assert torch.equal(attn_mask, expected), "expected True above the diagonal (the future)"

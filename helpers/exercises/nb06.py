@@ -14,6 +14,8 @@ from helpers.exercises import assert_shape, exercise
     "with torch.cat, in the order Q, K, V.",
 )
 def _fuse_weights():
+    """Notebook 06, section 9 (Exercises), exercise 1."""
+
     gen = torch.Generator().manual_seed(6)
     w_q, w_k, w_v = (torch.randn(4, 4, generator=gen, dtype=torch.float64) for _ in range(3))
     x = torch.randn(3, 4, generator=gen, dtype=torch.float64)
@@ -42,20 +44,22 @@ def _fuse_weights():
     "heads before T; .unbind(0) hands out the three pieces.",
 )
 def _split_fused():
+    """Notebook 06, section 9 (Exercises), exercise 2."""
+
     gen = torch.Generator().manual_seed(60)
-    batch, length, d_model, heads = 2, 5, 12, 3
-    qkv = torch.randn(batch, length, 3 * d_model, generator=gen)
+    B, T, D, h = 2, 5, 12, 3
+    qkv = torch.randn(B, T, 3 * D, generator=gen)
 
     def returns_three_b_h_t_dk(fn):
-        parts = fn(qkv, heads)
+        parts = fn(qkv, h)
         assert len(parts) == 3, f"expected 3 tensors (q, k, v), got {len(parts)}"
         for name, p in zip("qkv", parts, strict=True):
             assert_shape(p, (2, 3, 5, 4), "(B, h, T, d_k)", name=name)
 
     def matches_chunk_then_split(fn):
-        parts = fn(qkv, heads)
+        parts = fn(qkv, h)
         for name, p, block in zip("qkv", parts, qkv.chunk(3, dim=-1), strict=True):
-            expected = block.reshape(batch, length, heads, 4).transpose(1, 2)
+            expected = block.reshape(B, T, h, 4).transpose(1, 2)
             assert torch.equal(p, expected), f"{name} is not block {name.upper()} split into heads"
 
     return [
@@ -71,21 +75,21 @@ def _split_fused():
     "(h, 3, d_k, D), swap the first two axes so it is (3, h, d_k, D), and reshape to (3 D, D).",
 )
 def _interleaved_to_blocked():
+    """Notebook 06, section 9 (Exercises), exercise 3."""
+
     gen = torch.Generator().manual_seed(66)
-    d_model, heads = 6, 2
-    d_k = d_model // heads
-    w_q, w_k, w_v = (torch.randn(d_model, d_model, generator=gen) for _ in range(3))
-    per_head = [
-        torch.cat([w[i * d_k : (i + 1) * d_k] for w in (w_q, w_k, w_v)]) for i in range(heads)
-    ]
+    D, h = 6, 2
+    d_k = D // h
+    w_q, w_k, w_v = (torch.randn(D, D, generator=gen) for _ in range(3))
+    per_head = [torch.cat([w[i * d_k : (i + 1) * d_k] for w in (w_q, w_k, w_v)]) for i in range(h)]
     interleaved = torch.cat(per_head)  # rows: q0 k0 v0 q1 k1 v1
 
     def keeps_the_shape(fn):
-        got = fn(interleaved, heads)
+        got = fn(interleaved, h)
         assert_shape(got, (18, 6), "(3 D, D)")
 
     def gives_the_blocked_layout(fn):
-        got = fn(interleaved, heads)
+        got = fn(interleaved, h)
         assert torch.equal(got, torch.cat([w_q, w_k, w_v])), "rows are not [all Q | all K | all V]"
 
     return [

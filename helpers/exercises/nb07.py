@@ -32,6 +32,8 @@ def _attention_flops_by_matmuls(B: int, h: int, T: int, d_k: int, causal: bool) 
     ),
 )
 def _attention_flops():
+    """Notebook 07, section 7 (FLOPs, time and TFLOP/s), exercise 1."""
+
     def counts_one_head(fn):
         got = fn(1, 1, 4, 2, False)
         want = _attention_flops_by_matmuls(1, 1, 4, 2, False)
@@ -62,6 +64,8 @@ def _attention_flops():
     ),
 )
 def _weights_bytes():
+    """Notebook 07, section 7 (FLOPs, time and TFLOP/s), exercise 2."""
+
     def counts_float32(fn):
         got = fn(2, 3, 5, torch.float32)
         assert got == 2 * 3 * 5 * 5 * 4, f"(2, 3, 5) float32: expected 600, got {got}"
@@ -100,6 +104,8 @@ def _attention_error(dtype: torch.dtype, seed: int) -> float:
     ),
 )
 def _attention_tolerance():
+    """Notebook 07, section 7 (FLOPs, time and TFLOP/s), exercise 3."""
+
     dtypes = (torch.float32, torch.bfloat16, torch.float16)
 
     def covers_the_measured_error(fn):

@@ -23,7 +23,10 @@ RenderResult = Figure | tuple[Figure, str]
 
 
 def figure_to_png(fig: Figure) -> bytes:
-    """The figure as PNG bytes; the figure is closed so it is not shown a second time."""
+    """The figure as PNG bytes; the figure is closed so it is not shown a second time.
+
+    Every explorer's picture goes through it, from notebook 00, section 5 (A widget) on.
+    """
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
     plt.close(fig)
@@ -31,12 +34,19 @@ def figure_to_png(fig: Figure) -> bytes:
 
 
 def caption_html(text: str) -> str:
-    """Text shown under the figure, monospaced so shape traces line up."""
+    """Text shown under the figure, monospaced so shape traces line up.
+
+    Every explorer's caption goes through it, from notebook 00, section 5 (A widget) on.
+    """
     return f"<pre style='margin:0'>{html.escape(text)}</pre>" if text else ""
 
 
 class Explorer(widgets.VBox):
-    """Controls on top, the rendered figure below, and a text caption under it."""
+    """Controls on top, the rendered figure below, and a text caption under it.
+
+    First shown in notebook 00, section 5 (A widget); every "Explore" section builds one with
+    :func:`explore`.
+    """
 
     def __init__(self, render: Callable[..., RenderResult], **controls: widgets.ValueWidget):
         self.render = render
@@ -74,5 +84,8 @@ class Explorer(widgets.VBox):
 
 
 def explore(render: Callable[..., RenderResult], **controls: widgets.ValueWidget) -> Explorer:
-    """Build an :class:`Explorer`; in a notebook, end the cell with it to display it."""
+    """Build an :class:`Explorer`; in a notebook, end the cell with it to display it.
+
+    First used in notebook 00, section 5 (A widget), then in every "Explore" section.
+    """
     return Explorer(render, **controls)

@@ -33,7 +33,11 @@ def _check(num_heads: int, choice: str, allowed: tuple[str, ...], name: str) -> 
 
 
 def row_labels(num_heads: int, layout: str) -> list[str]:
-    """What each of the ``3 D`` rows of the fused weight holds: ``"k1"`` = a row of head 1's K."""
+    """What each of the ``3 D`` rows of the fused weight holds: ``"k1"`` = a row of head 1's K.
+
+    The explorer's top bar; notebook 06, section 3 (The same weights, another layout) compares the
+    two layouts with it.
+    """
     _check(num_heads, layout, LAYOUTS, "layout")
     d_k = D_MODEL // num_heads
     if layout == LAYOUTS[0]:
@@ -53,14 +57,18 @@ def split_rows(num_heads: int, split: str) -> torch.Tensor:
     """The split applied to the row numbers ``0 .. 3 D - 1`` -> ``(3, h, d_k)``.
 
     Entry ``[p, i]`` lists the rows the split hands to part ``p`` (0 = Q, 1 = K, 2 = V) of
-    head ``i``: the same split :func:`split_matches` applies to activations.
+    head ``i``: the same split :func:`split_matches` applies to activations. Behind the
+    explorer of notebook 06, section 3 (The same weights, another layout).
     """
     _check(num_heads, split, SPLITS, "split")
     return _split(torch.arange(3 * D_MODEL), num_heads, split)
 
 
 def read_as(num_heads: int, split: str) -> list[str]:
-    """For each row, what the split takes it to be: ``"q0"``, ``"k1"``, ..."""
+    """For each row, what the split takes it to be: ``"q0"``, ``"k1"``, ...
+
+    The explorer's bottom bar, in notebook 06, section 3 (The same weights, another layout).
+    """
     assigned = [""] * (3 * D_MODEL)
     for p, per_head in enumerate(split_rows(num_heads, split)):
         for i, rows in enumerate(per_head):
@@ -73,7 +81,8 @@ def split_matches(num_heads: int, layout: str, split: str, seed: int = 0) -> dic
     """Split a real fused output and compare with separate projections: ``{"Q": True, ...}``.
 
     Random ``(D, D)`` weights for Q, K, V are stacked in ``layout``; ``x (2, 3, D)`` goes through
-    the fused weight and is split by ``split`` into ``(B, h, T, d_k)`` heads.
+    the fused weight and is split by ``split`` into ``(B, h, T, d_k)`` heads. Printed in
+    notebook 06, section 3 (The same weights, another layout), after the explorer.
     """
     _check(num_heads, layout, LAYOUTS, "layout")
     _check(num_heads, split, SPLITS, "split")
@@ -113,6 +122,7 @@ def render_fused_split(num_heads: int, layout: str, split: str) -> tuple[Figure,
 
     Rows read as something they are not get a red edge. The text says which rows each head's
     Q, K and V read, and whether the split gives the real Q, K and V on random activations.
+    The explorer of notebook 06, section 3 (The same weights, another layout).
     """
     truth, assigned = row_labels(num_heads, layout), read_as(num_heads, split)
     wrong = [t != a for t, a in zip(truth, assigned, strict=True)]

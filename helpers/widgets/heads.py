@@ -25,7 +25,11 @@ SHARPEN = 3.0  # W_q and W_k are scaled up so untrained random heads show visibl
 
 
 def make_model(num_heads: int, d_model: int = D_MODEL) -> MultiHeadAttention:
-    """A seeded :class:`MultiHeadAttention` whose W_q and W_k are multiplied by ``SHARPEN``."""
+    """A seeded :class:`MultiHeadAttention` whose W_q and W_k are multiplied by ``SHARPEN``.
+
+    The model of the explorer in notebook 04, section 7
+    (Explore: number of heads and sequence length).
+    """
     mha = MultiHeadAttention(d_model, num_heads, seed=0)
     mha.params["W_q"] = mha.params["W_q"] * SHARPEN
     mha.params["W_k"] = mha.params["W_k"] * SHARPEN
@@ -33,7 +37,11 @@ def make_model(num_heads: int, d_model: int = D_MODEL) -> MultiHeadAttention:
 
 
 def shape_trace(mha: MultiHeadAttention, x: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Self-attention of ``x (B, T, D)`` step by step: weights ``(B, h, T, T)`` and one line per step."""
+    """Self-attention of ``x (B, T, D)`` step by step: weights ``(B, h, T, T)`` and one line per step.
+
+    The shape trace under the explorer of notebook 04, section 7
+    (Explore: number of heads and sequence length).
+    """
     steps: list[tuple[str, str, tuple[int, ...]]] = [("x", "(B, T, D)", x.shape)]
     projected = [mha.project(x, n) for n in ("q", "k", "v")]  # 3 x (B, T, D)
     steps.append(("Q = x @ W_q + b_q", "(B, T, D)", projected[0].shape))
@@ -50,11 +58,19 @@ def shape_trace(mha: MultiHeadAttention, x: np.ndarray) -> tuple[np.ndarray, lis
     return weights, lines
 
 
-def render_heads(num_heads: int = 4, seq_len: int = 6) -> tuple[Figure, str]:
-    """Per-head heatmap grid for ``num_heads`` heads over ``seq_len`` tokens, and the shape trace."""
+def render_heads(num_heads: int = 4, seq_len: int = 5) -> tuple[Figure, str]:
+    """Per-head heatmap grid for ``num_heads`` heads over ``seq_len`` tokens, and the shape trace.
+
+    The trace starts with the value of every size, so a shape such as ``(1, 4, 5, 6)`` can be
+    read even where two sizes are equal. The defaults, h = 4 and T = 5 (so d_k = 6, D = 24,
+    B = 1), make every size different. The explorer of notebook 04, section 7
+    (Explore: number of heads and sequence length).
+    """
     mha = make_model(num_heads)
     x = random_batch(1, seq_len, D_MODEL, seed=0)  # (1, T, D); a longer T keeps the first tokens
     weights, lines = shape_trace(mha, x)
+    sizes = f"B = 1, T = {seq_len}, D = {D_MODEL}, h = {num_heads}, d_k = D / h = {mha.d_k}"
+    lines.insert(0, sizes)
     title = f"h = {num_heads} heads, d_k = {mha.d_k}, T = {seq_len}"
     tokens = [f"t{i}" for i in range(seq_len)]
     fig = head_grid(weights[0], tokens, tokens, title=title)

@@ -44,18 +44,27 @@ def _bytes_per_number(dtype: str) -> int:
 
 
 def weights_bytes(seq_len, dtype: str, batch: int = BATCH, heads: int = HEADS):
-    """Bytes of the explicit weights ``(batch, heads, T, T)``; ``seq_len`` may be an array."""
+    """Bytes of the explicit weights ``(B, h, T, T)``; ``seq_len`` (T) may be an array.
+
+    Checked against a real tensor's size in notebook 07, section 5 (What is lost: the weights).
+    """
     return batch * heads * np.asarray(seq_len, dtype=float) ** 2 * _bytes_per_number(dtype)
 
 
 def sdpa_bytes(seq_len, d_k: int, dtype: str, batch: int = BATCH, heads: int = HEADS):
-    """Bytes a flash-style kernel keeps: q, k, v, output ``(B, h, T, d_k)`` and ``(B, h, T)`` float32."""
+    """Bytes a flash-style kernel keeps: q, k, v, output ``(B, h, T, d_k)`` and ``(B, h, T)`` float32.
+
+    Drawn by the explorer of notebook 07, section 5 (What is lost: the weights).
+    """
     rows = batch * heads * np.asarray(seq_len, dtype=float)
     return rows * (4 * d_k * _bytes_per_number(dtype) + 4)
 
 
 def longest_fitting(bytes_at, memory: float) -> int:
-    """The largest ``T`` with ``bytes_at(T) <= memory``, for a ``bytes_at`` that grows with T."""
+    """The largest ``T`` with ``bytes_at(T) <= memory``, for a ``bytes_at`` that grows with T.
+
+    The "fits up to T" lines of the explorer of notebook 07, section 5 (What is lost: the weights).
+    """
     low, high = 1, 2
     while bytes_at(high) <= memory:
         low, high = high, 2 * high
@@ -103,7 +112,8 @@ def render_kernel_memory(log2_t: int, d_k: int, dtype: str, device: str) -> tupl
     """Memory against T (log-log) for both paths, the device's memory, and the chosen T marked.
 
     ``log2_t`` picks ``T = 2 ** log2_t``; the text gives the FLOPs, the time they take at the
-    device's dense peak (a lower bound), both memories and the longest T that fits.
+    device's dense peak (a lower bound), both memories and the longest T that fits. The
+    explorer of notebook 07, section 5 (What is lost: the weights).
     """
     _check(log2_t, d_k, device)
     seq_len = 2**log2_t

@@ -25,19 +25,24 @@ def padded_batch() -> tuple[list[list[str]], np.ndarray, np.ndarray]:
     """The three sentences padded to T = 6: tokens, embeddings ``(3, 6, 4)`` and lengths ``(3,)``.
 
     Words take their embeddings from :func:`helpers.data.toy_sentence`; padding is a zero vector.
+    Built in notebook 03, section 1 (A batch of sentences of different lengths).
     """
     words, vectors = toy_sentence()
     lookup = dict(zip(words, vectors, strict=True))
     split = [s.split() for s in SENTENCES]
-    length = max(len(s) for s in split)
-    tokens = [s + [PAD] * (length - len(s)) for s in split]
+    T = max(len(s) for s in split)
+    tokens = [s + [PAD] * (T - len(s)) for s in split]
     pad = np.zeros(vectors.shape[1])
     x = np.array([[lookup.get(t, pad) for t in row] for row in tokens])
     return tokens, x, np.array([len(s) for s in split])
 
 
 def build_mask(mask_type: str, lengths: np.ndarray, T: int) -> np.ndarray:
-    """The boolean mask ``(B, T, T)`` (True = may attend) for one of :data:`MASK_TYPES`."""
+    """The boolean mask ``(B, T, T)`` (True = may attend) for one of :data:`MASK_TYPES`.
+
+    The masks of notebook 03, sections 2-4 (padding, causal, both at once), for the explorer
+    of section 8 (Explore: mask type → masked heatmap).
+    """
     if mask_type not in MASK_TYPES:
         raise ValueError(f"mask_type must be one of {MASK_TYPES}, got {mask_type!r}")
     shape = (len(lengths), T, T)
@@ -52,7 +57,10 @@ def build_mask(mask_type: str, lengths: np.ndarray, T: int) -> np.ndarray:
 
 
 def render_masked_heatmap(mask_type: str = "padding", sentence: int = 2) -> tuple[Figure, str]:
-    """Self-attention weights ``(T, T)`` of one sentence under a mask, and the mask as text."""
+    """Self-attention weights ``(T, T)`` of one sentence under a mask, and the mask as text.
+
+    The explorer of notebook 03, section 8 (Explore: mask type → masked heatmap).
+    """
     tokens, x, lengths = padded_batch()
     if sentence not in range(len(tokens)):
         raise ValueError(f"sentence must be 0..{len(tokens) - 1}, got {sentence!r}")

@@ -15,17 +15,19 @@ from matplotlib.figure import Figure
 
 from helpers.data import FEATURES, toy_sentence
 from helpers.numpy_attention import softmax
+from helpers.plots import quoted, tied_for_largest
 
 MAX_SCALE = 20.0  # the largest factor the explorer multiplies the scores by
 BAR = "#3b528b"  # viridis blue: an ordinary key
-WINNER = "#fde725"  # viridis yellow: the key with the largest weight, as in the heatmaps
+WINNER = "#fde725"  # viridis yellow: the key(s) with the largest weight, as in the heatmaps
 
 
 def one_query_attention(query: str, scale: float = 1.0) -> dict[str, object]:
     """Attention of one word of the toy sentence over all of its words (``K = V = X``).
 
     Returns ``tokens`` (T), ``query_vector`` (D,), ``scores`` (T,) = ``scale * (X @ q)``,
-    ``weights`` (T,) = softmax of the scores, and ``output`` (D,) = ``weights @ X``.
+    ``weights`` (T,) = softmax of the scores, and ``output`` (D,) = ``weights @ X``. Behind the
+    explorer of notebook 01, section 6 (Explore: one query at a time).
     """
     tokens, X = toy_sentence()  # (T, D)
     if query not in tokens:
@@ -46,9 +48,35 @@ def one_query_attention(query: str, scale: float = 1.0) -> dict[str, object]:
     }
 
 
+def favourite(query: str, tokens: list[str], weights: np.ndarray) -> str:
+    """The caption's line on where the query looks most; a tie is said as a tie.
+
+    Weights ``(T_k,)`` compared as printed (two decimals): all equal is "spreads its weight
+    evenly", several tied for the largest are all named, and one is named alone. The caption
+    of notebook 01, section 6 (Explore: one query at a time).
+    """
+    top = tied_for_largest(weights)
+    if len(top) == len(weights):
+        each = f"weight {weights.max():.2f} each"
+        return f"'{query}' spreads its weight evenly over all {len(weights)} keys ({each})"
+    if len(top) > 1:
+        names = quoted([tokens[j] for j in top])
+        return f"'{query}' attends most to {names}, tied (weight {weights.max():.2f} each)"
+    return f"'{query}' attends most to '{tokens[top[0]]}' (weight {weights.max():.2f})"
+
+
+def highlighted(weights: np.ndarray) -> list[bool]:
+    """Which bars are drawn in yellow: every key tied for the largest weight, none if all tie.
+
+    ``weights (T_k,)`` -> one flag per key, for the bars of notebook 01, section 6
+    (Explore: one query at a time).
+    """
+    top = tied_for_largest(weights)
+    return [bool(len(top) < len(weights) and j in top) for j in range(len(weights))]
+
+
 def _caption(query: str, scale: float, result: dict) -> str:
     tokens, weights = result["tokens"], result["weights"]
-    top = int(np.argmax(weights))
     cells = "".join(f"{token:>8}" for token in tokens)
     return "\n".join(
         [
@@ -56,7 +84,7 @@ def _caption(query: str, scale: float, result: dict) -> str:
             f"{'key':<8}{cells}",
             f"{'score':<8}" + "".join(f"{s:8.2f}" for s in result["scores"]),
             f"{'weight':<8}" + "".join(f"{w:8.2f}" for w in weights),
-            f"'{query}' attends most to '{tokens[top]}' (weight {weights[top]:.2f})",
+            favourite(query, tokens, weights),
             "output = weights @ V: "
             + ", ".join(f"{n} {v:.2f}" for n, v in zip(FEATURES, result["output"], strict=True)),
         ]
@@ -66,15 +94,16 @@ def _caption(query: str, scale: float, result: dict) -> str:
 def render_one_query(query: str, scale: float = 1.0) -> tuple[Figure, str]:
     """Bars of the query's weights over the keys, and its output next to its own vector.
 
-    The caption prints the scores, the weights and the word the query attends to most.
+    The caption prints the scores, the weights and the word the query attends to most (all of
+    them when several tie, see :func:`favourite`); those keys' bars are yellow. The explorer
+    of notebook 01, section 6 (Explore: one query at a time).
     """
     result = one_query_attention(query, scale)
     tokens, weights = result["tokens"], result["weights"]
     fig, (left, right) = plt.subplots(
         1, 2, figsize=(9.0, 2.9), gridspec_kw={"width_ratios": [5, 4], "wspace": 0.25}
     )
-    colours = [BAR] * len(tokens)
-    colours[int(np.argmax(weights))] = WINNER
+    colours = [WINNER if top else BAR for top in highlighted(weights)]
     left.bar(tokens, weights, color=colours, edgecolor="black", linewidth=0.5)
     for x, w in enumerate(weights):
         left.text(x, w + 0.02, f"{w:.2f}", ha="center", fontsize=9)

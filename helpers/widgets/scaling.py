@@ -1,7 +1,7 @@
 """The explorer of notebook 02: how d_k and the division by sqrt(d_k) shape the softmax.
 
-Queries and keys are random with unit-variance entries, the way a freshly initialised model
-makes them. Their dot products have variance d_k, so without scaling the softmax of wide
+Queries and keys are random with unit-variance entries, as unit-variance projections of the
+words would make them. Their dot products have variance d_k, so without scaling the softmax of wide
 vectors is almost one-hot; dividing the scores by sqrt(d_k) brings the variance back to 1.
 """
 
@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from seaborn.utils import relative_luminance
 
 from helpers.numpy_attention import softmax
-from helpers.plots import CMAP, attention_heatmap
+from helpers.plots import CMAP, attention_heatmap, tied_for_largest
 
 MAX_D_K = 256  # the widest queries and keys the explorer draws
 LENGTH = 8  # number of queries and of keys in the explorer
@@ -24,7 +24,8 @@ def softmax_entropy(weights: np.ndarray) -> np.ndarray:
     """Entropy ``-sum_j p_j log p_j`` in nats of each row of ``weights (..., T_k)`` -> ``(...)``.
 
     0 for a row that puts all its weight on one key, ``log(T_k)`` for a uniform row. Zero
-    weights contribute 0 (the limit of p log p), never NaN.
+    weights contribute 0 (the limit of p log p), never NaN. Used in notebook 02, section 3
+    (... and without scaling the softmax collapses); exercise 2 of section 4 writes it.
     """
     weights = np.asarray(weights, dtype=float)
     if weights.ndim < 1 or weights.shape[-1] == 0:
@@ -44,7 +45,8 @@ def random_queries_and_keys(d_k: int, seed: int = 0) -> tuple[np.ndarray, np.nda
     """Queries and keys ``(LENGTH, d_k)`` each, standard normal entries.
 
     They are the first ``d_k`` columns of one fixed ``(LENGTH, MAX_D_K)`` draw, so a larger
-    ``d_k`` keeps the same numbers and adds columns: the picture changes smoothly.
+    ``d_k`` keeps the same numbers and adds columns: the picture changes smoothly. Behind
+    the explorer of notebook 02, section 5 (Explore: d_k and the scaling).
     """
     _check_d_k(d_k)
     draw = np.random.default_rng(seed).standard_normal((2, LENGTH, MAX_D_K))
@@ -54,7 +56,8 @@ def random_queries_and_keys(d_k: int, seed: int = 0) -> tuple[np.ndarray, np.nda
 def scaling_weights(d_k: int, scaled: bool, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Scores and softmax weights ``(LENGTH, LENGTH)`` of random queries and keys of width d_k.
 
-    ``scaled`` divides the scores by sqrt(d_k) before the softmax.
+    ``scaled`` divides the scores by sqrt(d_k) before the softmax. Behind the explorer of
+    notebook 02, section 5 (Explore: d_k and the scaling).
     """
     if not isinstance(scaled, bool | np.bool_):
         raise TypeError(f"scaled must be True or False, got {type(scaled).__name__} {scaled!r}")
@@ -68,11 +71,16 @@ def scaling_weights(d_k: int, scaled: bool, seed: int = 0) -> tuple[np.ndarray, 
 def _write_row_maxima(ax: Axes, weights: np.ndarray) -> None:
     """Write each row's largest weight in its cell, dark on light cells and light on dark.
 
-    Eight numbers instead of all 64 keep the redraw fast, and they are the ones that show
-    the collapse: near 1 without scaling at large d_k, far below 1 with it.
+    When several cells of a row tie for the largest (as printed, two decimals), each of them
+    gets the number: the picture never picks among ties. About eight numbers instead of all 64
+    keep the redraw fast, and they are the ones that show the collapse: near 1 without scaling
+    at large d_k, far below 1 with it.
     """
     cmap = plt.get_cmap(CMAP)
-    for row, column in enumerate(np.argmax(weights, axis=-1)):
+    cells = [
+        (row, column) for row in range(len(weights)) for column in tied_for_largest(weights[row])
+    ]
+    for row, column in cells:
         weight = weights[row, column]
         dark_cell = relative_luminance(cmap(weight)) < 0.408  # seaborn's own threshold
         ax.text(
@@ -89,7 +97,9 @@ def _write_row_maxima(ax: Axes, weights: np.ndarray) -> None:
 def render_scaling(d_k: int, scaled: bool) -> tuple[Figure, str]:
     """Heatmap of :func:`scaling_weights`, and the score spread and softmax entropy as text.
 
-    Only each row's largest weight is written in its cell (see :func:`_write_row_maxima`).
+    Only each row's largest weight is written, in its cell or in every cell tied for it (see
+    :func:`_write_row_maxima`). The explorer of notebook 02, section 5 (Explore: d_k and the
+    scaling).
     """
     scores, weights = scaling_weights(d_k, scaled)
     how = "scores / sqrt(d_k)" if scaled else "scores not scaled"

@@ -12,7 +12,10 @@ from helpers.plots import attention_heatmap
 
 
 def strongest_keys(weights: np.ndarray) -> list[int]:
-    """For weights ``(T_q, T_k)``, the key each query gives its largest weight to."""
+    """For weights ``(T_q, T_k)``, the key each query gives its largest weight to.
+
+    The caption of the head browser in notebook 05, section 6 (Train it on a small task).
+    """
     return [int(i) for i in np.argmax(weights, axis=-1)]
 
 
@@ -23,7 +26,8 @@ def render_head_browser(
 
     ``maps`` holds, per stage name (e.g. ``"untrained"``, ``"trained"``), weights
     ``(N, h, T, T)``; ``letters`` holds the N examples' tokens. Returns the figure and, per
-    stage, the key each query looks at most.
+    stage, the key each query looks at most. The head browser of notebook 05, section 6
+    (Train it on a small task).
     """
     if not maps:
         raise ValueError("maps must hold at least one stage, got none")
