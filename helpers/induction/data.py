@@ -1,0 +1,52 @@
+"""Sequences whose second half repeats the first, shifted by a random amount (notebook 10, §1).
+
+The first half is L distinct tokens drawn at random; the second half is the same L tokens,
+rotated by a random shift r: position ``L + i`` holds ``first[(i + r) % L]``. Since r changes from
+sequence to sequence, no fixed position tells the model where to look: to predict a token of the
+second half it must find the earlier copy of the current token and read what came after it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from helpers import validation
+
+
+def repeated_sequences(
+    batch: int, half: int, vocab: int, seed: int, random_shift: bool = True
+) -> tuple[Tensor, Tensor]:
+    """``(tokens (B, 2 L), shifts (B,))``: L distinct random tokens, then the same L rotated.
+
+    ``random_shift=False`` repeats the first half as it is (shift 0 everywhere): then the token
+    to predict always sits exactly L places back, and position alone solves the task.
+    """
+    batch = validation.require_positive_int("batch", batch)
+    half = validation.require_positive_int("half", half)
+    vocab = validation.require_positive_int("vocab", vocab)
+    if half > vocab:
+        raise ValueError(f"half={half} distinct tokens need vocab >= {half}, got vocab={vocab}")
+    validation.require_bool("random_shift", random_shift)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    gen = torch.Generator().manual_seed(seed)
+    first = torch.rand(batch, vocab, generator=gen).argsort(dim=-1)[:, :half]  # (B, L) distinct
+    shifts = torch.randint(0, half, (batch,), generator=gen)  # (B,)
+    if not random_shift:
+        shifts = torch.zeros_like(shifts)
+    index = (torch.arange(half)[None, :] + shifts[:, None]) % half  # (B, L)
+    return torch.cat((first, first.gather(1, index)), dim=1), shifts
+
+
+def predictable(shifts: Tensor, half: int) -> Tensor:
+    """Boolean ``(B, 2 L - 1)``: where the repeat lets the next token be predicted.
+
+    Entry t is about predicting token t + 1 from tokens 0..t. It is True in the second half,
+    where token t's earlier copy has a successor to read, i.e. everywhere from t = L on except
+    where the rotation wraps round (the earlier copy is the first half's last token).
+    """
+    t = torch.arange(2 * half - 1)
+    i = t - half  # index within the second half; negative in the first
+    wraps = (i[None, :] + shifts[:, None]) % half == half - 1
+    return (i >= 0)[None, :] & ~wraps

@@ -1,0 +1,70 @@
+"""A two-layer, attention-only transformer built from the course's attention (notebook 10, §1).
+
+Tokens and positions are embedded, two causal ``FusedMultiHeadAttention`` layers each add their
+output to the residual stream, and a linear readout gives next-token logits. No MLPs: whatever
+the model computes, its heads compute. Any head can be ablated (its output zeroed before the
+output projection) to see what the model loses without it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from helpers import validation
+from helpers.rope import apply_rope
+from helpers.torch_attention import (
+    FusedMultiHeadAttention,
+    combine_heads,
+    scaled_dot_product_attention,
+)
+
+
+class AttentionOnlyTransformer(nn.Module):
+    """Token + position embeddings, ``layers`` causal attention layers, a readout."""
+
+    def __init__(self, vocab: int, max_len: int, d_model: int = 64, num_heads: int = 4,
+                 layers: int = 2, rope: bool = False) -> None:  # fmt: skip
+        super().__init__()
+        self.rope = rope
+        self.token_embedding = nn.Embedding(vocab, d_model)
+        self.position_embedding = nn.Embedding(max_len, d_model)
+        self.attention = nn.ModuleList(
+            FusedMultiHeadAttention(d_model, num_heads) for _ in range(layers)
+        )
+        self.readout = nn.Linear(d_model, vocab)
+
+    def forward(
+        self, tokens: Tensor, ablate: frozenset[tuple[int, int]] = frozenset()
+    ) -> tuple[Tensor, list[Tensor]]:
+        """``(logits (B, T, vocab), [weights (B, h, T, T) per layer])``.
+
+        ``ablate`` holds (layer, head) pairs whose output is set to zero.
+        """
+        validation.require_array("tokens", tokens, Tensor, "torch.Tensor")
+        validation.require_ndim("tokens", tokens, (2,), "(B, T)")
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.token_embedding(tokens)  # (B, T, D)
+        if not self.rope:
+            x = x + self.position_embedding(positions)
+        maps = []
+        for layer, attention in enumerate(self.attention):
+            heads, weights = self._heads(
+                attention, x, positions if self.rope else None
+            )  # (B, h, T, d_k), (B, h, T, T)
+            for ablated_layer, head in ablate:
+                if ablated_layer == layer:
+                    heads[:, head] = 0.0
+            x = x + attention.out_proj(combine_heads(heads))
+            maps.append(weights)
+        return self.readout(x), maps
+
+    @staticmethod
+    def _heads(attention: FusedMultiHeadAttention, x: Tensor, positions) -> tuple[Tensor, Tensor]:
+        """Each head's output and weights, before the heads are combined and projected."""
+        q, k, v = attention.project_qkv(x, x, x)
+        if positions is not None:
+            q, k = apply_rope(q, positions), apply_rope(k, positions)
+        T = x.shape[1]
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        return scaled_dot_product_attention(q, k, v, causal)
