@@ -20,25 +20,25 @@ lab: setup
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks $(ROOT_FLAG)
 
 lint: setup
-	$(PY) -m ruff check helpers tests notebooks
-	$(PY) -m ruff format --check helpers tests notebooks
+	$(PY) -m ruff check helpers tools benchmarks tests notebooks
+	$(PY) -m ruff format --check helpers tools benchmarks tests notebooks
 
 test: lint
 	$(PY) -m pytest tests
 	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
 
 notebooks: setup
-	$(PY) -m helpers.run_notebooks notebooks/*.ipynb
+	$(PY) -m tools.run_notebooks notebooks/*.ipynb
 
 sync-notebooks: setup
-	$(PY) -m helpers.sync
+	$(PY) -m tools.sync
 
 site: setup
-	$(PY) -m helpers.site site
+	$(PY) -m tools.site site
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site test-artifacts
 
 # `make bench BENCH_ARGS="--preset gpu --out benchmarks/results/h200"`: see benchmarks/README.md.
 bench: setup
-	$(PY) -m helpers.bench $(BENCH_ARGS)
+	$(PY) -m benchmarks $(BENCH_ARGS)

@@ -1,12 +1,12 @@
-"""``python -m helpers.bench``: run the attention benchmark and write CSV, JSON and plots.
+"""``python -m benchmarks``: run the attention benchmark and write CSV, JSON and plots.
 
-Examples::
+Run from the repository root (``make bench BENCH_ARGS="..."`` does the same). Examples::
 
-    python -m helpers.bench --preset tiny            # seconds, any machine
-    python -m helpers.bench --preset cpu-note        # B=8 T=1024 D=768 h=12 fp32 causal forward
-    python -m helpers.bench --preset gpu-goals --out benchmarks/results/h200 --run-name goals
-    python -m helpers.bench --preset gpu --out benchmarks/results/h200   # see benchmarks/README.md
-    python -m helpers.bench --check-goals benchmarks/results/h200        # verdicts, no run
+    python -m benchmarks --preset tiny            # seconds, any machine
+    python -m benchmarks --preset cpu-note        # B=8 T=1024 D=768 h=12 fp32 causal forward
+    python -m benchmarks --preset gpu-goals --out benchmarks/results/h200 --run-name goals
+    python -m benchmarks --preset gpu --out benchmarks/results/h200   # see benchmarks/README.md
+    python -m benchmarks --check-goals benchmarks/results/h200        # verdicts, no run
 
 It needs only torch, numpy, pandas, matplotlib, seaborn and tqdm (no ipywidgets, no network).
 """
@@ -20,9 +20,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from benchmarks.record import CsvWriter, write_metadata
 from helpers.bench.contenders import BACKENDS, CONTENDERS, DTYPES
 from helpers.bench.report import device_name, environment_report
-from helpers.bench.results import CsvWriter, load_results, write_metadata
+from helpers.bench.results import load_results
 from helpers.bench.runner import BenchConfig, device_problem, run
 
 # The sizes of both GPU presets: B = 4, D = 1024, d_k = 64 and 128, bfloat16, T up to 32768.
@@ -88,7 +89,7 @@ FALLBACK = dict(
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m helpers.bench",
+        prog="python -m benchmarks",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -240,16 +241,17 @@ def print_goals(rows: list[dict], out: Path) -> None:
     """The verdicts of issue #5's goals on this run's rows."""
     import pandas as pd
 
-    from helpers.bench.goals import check_goals, format_goals
+    from benchmarks.goals import format_goals
+    from helpers.bench.goals import check_goals
 
     print(format_goals(check_goals(pd.DataFrame(rows)), "this run"))
-    print(f"(all runs in the folder: python -m helpers.bench --check-goals {out.as_posix()})")
+    print(f"(all runs in the folder: python -m benchmarks --check-goals {out.as_posix()})")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.check_goals:
-        from helpers.bench.goals import report
+        from benchmarks.goals import report
 
         print(report(args.check_goals))
         return 0
@@ -264,9 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or default_out(config.device, name))
     stem = args.run_name or dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
     csv_path, json_path = out / f"{stem}.csv", out / f"{stem}.json"
-    command = shlex.join(
-        ["python", "-m", "helpers.bench", *(sys.argv[1:] if argv is None else argv)]
-    )
+    command = shlex.join(["python", "-m", "benchmarks", *(sys.argv[1:] if argv is None else argv)])
     metadata = {
         **environment_report(
             torch.device("cpu") if problem else torch.device(config.device), command

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import types
 
-from helpers.course import setup_cell_source
+from tools.course import setup_cell_source
 
 
 class _Stop(Exception):

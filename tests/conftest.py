@@ -7,7 +7,7 @@ import os
 import matplotlib
 import pytest
 
-from helpers import syllabus
+from tools import syllabus
 
 matplotlib.use("Agg")  # no display in tests
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from benchmarks import goals as goals_command
+from benchmarks.__main__ import main as bench_main
+from benchmarks.goals import report
 from helpers.bench import goals
-from helpers.bench.__main__ import main as bench_main
-from helpers.bench.goals import check_goals, report
+from helpers.bench.goals import check_goals
 
 H200_BF16_PEAK = 989.0
 
@@ -136,7 +138,7 @@ def test_a_missing_device_is_reported_with_its_reason():
 
 def test_goals_read_a_results_folder_and_print_without_failing(tmp_path, capsys):
     _table().to_csv(tmp_path / "goals.csv", index=False)
-    assert goals.main([str(tmp_path)]) == 0
+    assert goals_command.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.count("PASS") == 4 and "NOT MEASURED" not in out
     assert bench_main(["--check-goals", str(tmp_path / "missing")]) == 0

@@ -1,8 +1,8 @@
 """Every notebook runs in an environment like Colab's, with the helpers installed as Colab does.
 
 The environment is a fresh virtualenv with what Colab ships and the course relies on: ipywidgets
-7.7.1, the classic notebook 6.5 (and no JupyterLab), torch (CPU), NumPy, matplotlib, seaborn and
-tqdm. It is built once and cached under ``build/`` keyed on that list. Then the setup cell's own
+7.7.1, the classic notebook 6.5 (and no JupyterLab), torch (CPU), NumPy, matplotlib, seaborn,
+tqdm and (on Linux) Triton. It is built once and cached under ``build/`` keyed on that list. Then the setup cell's own
 ``pip install`` command is run with its repository URL swapped for a local git URL of a commit
 that holds the working tree, so the helpers come from git exactly as in Colab, and every notebook
 is executed there with nbclient from a folder that has no ``helpers/`` next to it.
@@ -26,10 +26,11 @@ import pytest
 from colab_tools import colab_install_command
 from conftest import NOTEBOOKS, ROOT
 
-from helpers.course import REF, REPO_URL
+from tools.course import REF, REPO_URL
 
 COLAB_PINS = {"ipywidgets": "7.7.1", "notebook": "6.5.7"}
-FROM_REQUIREMENTS = ["numpy", "pandas", "matplotlib", "seaborn", "tqdm"]
+# Colab's CUDA torch brings Triton (Linux); beside a CPU torch it is pinned from requirements.txt.
+FROM_REQUIREMENTS = ["numpy", "pandas", "matplotlib", "seaborn", "tqdm", "triton"]
 KERNEL = ["ipykernel>=6,<7", "nbclient", "nbformat"]  # notebook 6.5 needs jupyter_client < 8
 PACKAGE = "attention-head-by-head"
 NOTEBOOK_TIMEOUT_S = 120

@@ -1,4 +1,4 @@
-"""The repository URL lives in helpers/course.py; notebooks, README and TEACHING.md agree with it.
+"""The repository URL lives in tools/course.py; notebooks, README and TEACHING.md agree with it.
 
 tests/test_notebook_hygiene.py checks each notebook's badge and setup cell; this file checks
 what the setup cell does in Colab, the README, the teacher guide, and ``make sync-notebooks``.
@@ -13,8 +13,8 @@ from colab_tools import colab_install_command, requirements_in
 from conftest import NOTEBOOKS, ROOT
 from notebook_tools import code_cells, read
 
-from helpers import course, sync
-from helpers.syllabus import lessons, read_lesson
+from tools import course, sync
+from tools.syllabus import lessons, read_lesson
 
 README = ROOT / "README.md"
 TEACHING = ROOT / "TEACHING.md"
@@ -86,7 +86,7 @@ def test_sync_check_finds_every_notebook_and_readme_in_line():
 
 
 def test_readme_table_rows_have_five_cells_even_with_a_pipe_in_a_goal():
-    from helpers.syllabus import Lesson
+    from tools.syllabus import Lesson
 
     lesson = Lesson(
         "09_x.ipynb", "09", "X", "p", ("split `[Q | K | V]`", "b"), "none", "about 5 minutes"

@@ -17,10 +17,10 @@ import torch
 from conftest import ROOT
 from notebook_tools import code_cells, read, verdict
 
+from benchmarks.record import CsvWriter
 from helpers import exercises
 from helpers.bench import BenchConfig, committed_results, run
 from helpers.bench.peaks import find_peak
-from helpers.bench.results import CsvWriter
 from helpers.widgets import explore, kernel_memory
 
 NOTEBOOK = ROOT / "notebooks" / "07_fused_kernels_on_the_gpu.ipynb"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F

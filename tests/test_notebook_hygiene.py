@@ -9,7 +9,7 @@ import pytest
 from conftest import NOTEBOOKS
 from notebook_tools import code_cells, read
 
-from helpers.course import colab_badge, setup_cell_source
+from tools.course import colab_badge, setup_cell_source
 
 MACHINE_PATH = re.compile(r"(/work/|/tmp/|/root/|/home/[a-z]+/|/Users/[A-Za-z]+/|[A-Z]:\\\\)")
 MAX_BYTES = 2_000_000

@@ -11,8 +11,8 @@ import pytest
 from conftest import NOTEBOOKS
 from notebook_tools import outputs, read
 
-from helpers.site import CODE, MATH, WIDGET_STATE, WIDGET_VIEW, build, render_tex, widget_html
-from helpers.syllabus import read_lesson
+from tools.site import CODE, MATH, WIDGET_STATE, WIDGET_VIEW, build, render_tex, widget_html
+from tools.syllabus import read_lesson
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ALLOWED_REMOTE = ("https://colab.research.google.com/assets/colab-badge.svg",)
@@ -107,7 +107,7 @@ def test_widgets_show_as_static_pictures_without_a_widget_manager(site, path):
     shown = len(re.findall(r"<div class=[\"']course-widget[\"']", html))
     assert shown == views, (
         f"{views - shown} widget outputs have no saved state: run the notebook with "
-        "`python -m helpers.run_notebooks`, which stores it"
+        "`python -m tools.run_notebooks`, which stores it"
     )
     pictures = len(re.findall(r"class=[\"']course-widget-image[\"']", html))
     assert pictures == saved_widget_images(nb)

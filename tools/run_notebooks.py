@@ -1,6 +1,6 @@
 """Re-execute notebooks in place, top to bottom, the way they are committed.
 
-``python -m helpers.run_notebooks notebooks/*.ipynb`` (what ``make notebooks`` runs). Each
+``python -m tools.run_notebooks notebooks/*.ipynb`` (what ``make notebooks`` runs). Each
 notebook runs in a fresh kernel from the ``notebooks/`` folder, with widget state stored so the
 explorers also show in static HTML.
 """

@@ -1,9 +1,9 @@
 """A static copy of the course: one HTML page per notebook plus an index, readable offline.
 
-``python -m helpers.site site`` (what ``make site`` runs) converts the committed notebooks as
+``python -m tools.site site`` (what ``make site`` runs) converts the committed notebooks as
 they are, without running them. Pages load nothing from the network: no require.js and no
 widget manager, because every widget output is replaced by a static HTML view built from the
-widget state that ``helpers.run_notebooks`` saves (the explorer's picture is in that state),
+widget state that ``tools.run_notebooks`` saves (the explorer's picture is in that state),
 and TeX in the markdown is drawn by matplotlib's mathtext into inline SVG pictures. Only TeX
 that mathtext cannot draw makes a page load MathJax from its CDN (offline, its source shows).
 The one remote picture is the Colab badge (offline, its alt text "Open In Colab" shows).
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import nbformat
 
-from helpers import course
-from helpers.syllabus import ROOT, Lesson, notebook_paths, read_lesson
+from tools import course
+from tools.syllabus import ROOT, Lesson, notebook_paths, read_lesson
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

@@ -1,15 +1,15 @@
-"""Make every notebook and the README agree with ``helpers/course.py`` and the notebooks.
+"""Make every notebook and the README agree with ``tools/course.py`` and the notebooks.
 
-``python -m helpers.sync`` (what ``make sync-notebooks`` runs) rewrites, in place:
+``python -m tools.sync`` (what ``make sync-notebooks`` runs) rewrites, in place:
 
 - every notebook's "Open in Colab" badge and its setup cell (the first code cell), from
-  :func:`helpers.course.colab_badge` and :func:`helpers.course.setup_cell_source`; outputs,
+  :func:`tools.course.colab_badge` and :func:`tools.course.setup_cell_source`; outputs,
   execution counts and metadata are left exactly as they are;
 - the README's Colab badges and its syllabus table, read from each notebook's first cell.
 
-``python -m helpers.sync --check`` changes nothing and exits with status 1 if anything is out of
+``python -m tools.sync --check`` changes nothing and exits with status 1 if anything is out of
 date. To publish the course from another repository: set ``REPO_URL`` and ``REF`` in
-``helpers/course.py``, run ``make sync-notebooks``, commit, and tag that commit with ``REF``.
+``tools/course.py``, run ``make sync-notebooks``, commit, and tag that commit with ``REF``.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from pathlib import Path
 
 import nbformat
 
-from helpers import course
-from helpers.syllabus import ROOT, Lesson, lessons, notebook_paths
+from tools import course
+from tools.syllabus import ROOT, Lesson, lessons, notebook_paths
 
 BADGE = re.compile(
     r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]"
     r"\(https://colab\.research\.google\.com/github/[^)]*?/notebooks/([0-9]{2}_[\w.-]+\.ipynb)\)"
 )
-TABLE_START = "<!-- syllabus:start (python -m helpers.sync writes this table) -->"
+TABLE_START = "<!-- syllabus:start (python -m tools.sync writes this table) -->"
 TABLE_END = "<!-- syllabus:end -->"
 
 
@@ -37,7 +37,7 @@ def badges_in(text: str) -> list[tuple[str, str]]:
 
 
 def refresh_badges(text: str, notebook: str | None = None) -> str:
-    """Rewrite every Colab badge from :mod:`helpers.course` (for ``notebook`` if given)."""
+    """Rewrite every Colab badge from :mod:`tools.course` (for ``notebook`` if given)."""
     return BADGE.sub(lambda m: course.colab_badge(notebook or m.group(1)), text)
 
 
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
     for path in changed:
         print(f"{'out of date' if check else 'rewrote'}: {path.relative_to(ROOT)}")
     if not changed:
-        print("notebooks and README agree with helpers/course.py")
+        print("notebooks and README agree with tools/course.py")
     return 1 if check and changed else 0
 
 

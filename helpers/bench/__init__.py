@@ -1,6 +1,8 @@
-"""Benchmarking attention: timing, FLOP counts, device peaks, memory and a sweep command.
+"""Benchmarking attention: timing, FLOP counts, device peaks, memory and the sweep.
 
-``python -m helpers.bench --help`` runs the sweep (see ``benchmarks/README.md``). The modules:
+What notebooks 06 and 07 import. The command that runs the sweep and writes its files is not
+here: it is ``python -m benchmarks`` in the repository (see ``benchmarks/README.md``). The
+modules:
 
 - :mod:`~helpers.bench.flops`: ``attention_flops`` (``4 B h T^2 d_k`` forward, half when
   causal, backward 2.5 x forward), ``projection_flops``, ``tflops_per_second``.
@@ -12,7 +14,7 @@
 - :mod:`~helpers.bench.contenders`: the implementations compared, and ``make_step``.
 - :mod:`~helpers.bench.runner`: ``BenchConfig`` and ``run``, the sweep with OOM handling.
 - :mod:`~helpers.bench.results`, :mod:`~helpers.bench.summary`, :mod:`~helpers.bench.plots`:
-  CSV/JSON on disk, headline figures, and ``plot_results``.
+  reading CSV/JSON results, headline figures, and ``plot_results``.
 - :mod:`~helpers.bench.goals`: ``check_goals``, the verdicts on the GPU goals of issue #5.
 
 CSV columns (one row per measurement):

@@ -12,16 +12,13 @@ Both are judged on bfloat16, forward rows with T >= 4096, separately for each he
 such rows, or the device has no known bfloat16 peak, so it is not a GPU the goals are about).
 A goal is never passed by default.
 
-``python -m helpers.bench.goals RESULTS_DIR`` (or ``python -m helpers.bench --check-goals
-RESULTS_DIR``) prints the verdicts of the CSVs in a folder. It reports; its exit code is 0.
+Notebook 07 prints the verdicts for committed runs; ``python -m benchmarks --check-goals RESULTS_DIR``
+(:mod:`benchmarks.goals`, from a clone of the repository) prints them for a folder of CSVs.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
@@ -165,33 +162,3 @@ def _no_rows_reason(table: pd.DataFrame) -> str:
     why = f"no {DTYPE} rows in the table"
     failed = table[table["contender"] == "all"]["reason"].dropna()
     return f"{why} ({failed.iloc[0]})" if not failed.empty else why
-
-
-def format_goals(results: list[GoalResult], source: str = "") -> str:
-    """The verdicts as printable lines, under a heading naming the conditions."""
-    head = f"Goals of issue #5 ({DTYPE}, {MODE}, T >= {MIN_SEQ_LEN})"
-    lines = [f"{head}{', from ' + source if source else ''}:"]
-    return "\n".join([*lines, *(f"  {r}" for r in results)])
-
-
-def report(source: str | Path) -> str:
-    """The verdicts for the CSVs at ``source`` (a folder or a file), or why there are none."""
-    try:
-        return format_goals(check_goals(source), str(source))
-    except (OSError, ValueError) as error:
-        return f"Goals of issue #5: cannot read {source}: {error}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m helpers.bench.goals",
-        description="Print the verdicts of issue #5's GPU goals for committed results.",
-    )
-    parser.add_argument("results", nargs="+", help="results folders or CSV files")
-    for source in parser.parse_args(argv).results:
-        print(report(source))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,16 @@
+"""The benchmark command: ``python -m benchmarks`` (``make bench``), its presets and goal report.
+
+Run from the repository root; ``benchmarks/README.md`` says what to run on which machine. The
+measuring itself (timing, FLOP counts, device peaks, the sweep, reading results and judging the
+goals) lives in :mod:`helpers.bench`, which notebook 07 imports; this package adds what only
+the command needs:
+
+- :mod:`benchmarks.__main__`: the command line and its presets (``tiny``, ``cpu-note``,
+  ``gpu-goals``, ``gpu``), plots saved as PNGs, the closing-note figures;
+- :mod:`benchmarks.record`: writing a run to disk, a CSV row by row and a JSON of metadata;
+- :mod:`benchmarks.goals`: the printed verdicts of issue #5's goals
+  (``python -m benchmarks.goals RESULTS_DIR``, or ``python -m benchmarks --check-goals``).
+
+Results go under ``benchmarks/results/<gpu>/`` (committed) or ``benchmarks/results/local/``
+(git-ignored). This package is not installed with ``helpers``: it runs from a clone.
+"""
