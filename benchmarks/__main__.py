@@ -3,120 +3,156 @@
 Run from the repository root (``make bench BENCH_ARGS="..."`` does the same). Examples::
 
     python -m benchmarks --preset tiny            # seconds, any machine
+    python -m benchmarks --preset tiny-flash      # seconds: the Triton kernel, interpreted on a CPU
     python -m benchmarks --preset cpu-note        # B=8 T=1024 D=768 h=12 fp32 causal forward
     python -m benchmarks --preset gpu-goals --out benchmarks/results/h200 --run-name goals
     python -m benchmarks --preset gpu --out benchmarks/results/h200   # see benchmarks/README.md
+    python -m benchmarks --preset gpu-flash --out benchmarks/results/h200 --run-name flash
     python -m benchmarks --check-goals benchmarks/results/h200        # verdicts, no run
 
+Every flag is checked before anything runs or is written: a bad value is one line of error and
+exit code 2. A ``gpu*`` preset on a machine without CUDA says so and exits (code 0).
+Decoding with and without a KV cache has its own command: ``python -m benchmarks.decode``.
 It needs only torch, numpy, pandas, matplotlib, seaborn and tqdm (no ipywidgets, no network).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import re
-import shlex
 import sys
 from pathlib import Path
 
-from benchmarks.record import CsvWriter, write_metadata
-from helpers.bench.contenders import BACKENDS, CONTENDERS, DTYPES
-from helpers.bench.report import device_name, environment_report
+from benchmarks import cli
+from benchmarks.cli import default_out
+from benchmarks.record import RunFiles
+from helpers.bench.contenders import BACKENDS, CONTENDERS, DIRECT, DTYPES, LAYER_SWEEP
+from helpers.bench.report import device_name
 from helpers.bench.results import load_results
-from helpers.bench.runner import BenchConfig, device_problem, run
+from helpers.bench.runner import BenchConfig, run, series
 
-# The sizes of both GPU presets: B = 4, D = 1024, d_k = 64 and 128, bfloat16, T up to 32768.
+MODES = ("forward", "forward_backward")
+# The sizes of the GPU presets: B = 4, D = 1024, d_k = 64 and 128 (h = 16 and 8), bfloat16.
 GPU_SIZES = dict(
-    dtypes="bfloat16",
+    device="cuda",
+    dtypes=("bfloat16",),
     max_seq_len=32768,
     batch=4,
     d_model=1024,
-    head_dims="64,128",
+    head_dims=(64, 128),
     min_run_time=0.5,
 )
+# Presets hold values in the form the flags' checks return (benchmarks/cli.py), and give lengths
+# as --min/--max-seq-len (powers of two), so that a flag can change either end.
 PRESETS: dict[str, dict] = {
     "tiny": dict(
-        contenders="all",
-        backends="default,math",
-        dtypes="float32",
-        seq_lens="16,32",
+        contenders=LAYER_SWEEP,
+        backends=("default", "math"),
+        dtypes=("float32",),
+        min_seq_len=16,
+        max_seq_len=32,
         batch=2,
         d_model=32,
-        heads="4",
+        heads=(4,),
+        min_run_time=0.01,
+    ),
+    # gpu-flash's comparison at a size Triton's interpreter runs in seconds on a CPU (float32:
+    # the interpreter's low-precision dot products are not faithful).
+    "tiny-flash": dict(
+        contenders=DIRECT,
+        backends=("default", "math"),
+        dtypes=("float32",),
+        modes=("forward",),
+        min_seq_len=32,
+        max_seq_len=64,
+        batch=1,
+        d_model=32,
+        head_dims=(8, 16),
         min_run_time=0.01,
     ),
     "cpu-note": dict(
-        contenders="fused_sdpa,torch_mha,naive",
-        backends="default",
-        dtypes="float32",
+        contenders=("fused_sdpa", "torch_mha", "naive"),
+        backends=("default",),
+        dtypes=("float32",),
         causal="yes",
-        modes="forward",
-        seq_lens="1024",
+        modes=("forward",),
+        min_seq_len=1024,
+        max_seq_len=1024,
         batch=8,
         d_model=768,
-        heads="12",
+        heads=(12,),
         min_run_time=2.0,
     ),
     # Exactly what the goals of issue #5 need (helpers/bench/goals.py): 3 contenders x 4
-    # backends x 2 masks x 2 head sizes x 6 lengths = 288 measurements, about 4 minutes on an
-    # H200 (benchmarks/README.md); the budget stops it well inside a 10-minute slot.
+    # backends x 2 masks x 2 head sizes x 6 lengths = 288 measurements, estimated at about 4
+    # minutes on an H200 (benchmarks/README.md); the budget stops it well inside a 10-minute slot.
     "gpu-goals": dict(
         **GPU_SIZES,
-        contenders="fused_sdpa,sdpa_functional,sdpa_direct",
-        backends="default,flash,cudnn,efficient",
+        contenders=("fused_sdpa", "sdpa_functional", "sdpa_direct"),
+        backends=("default", "flash", "cudnn", "efficient"),
         causal="both",
-        modes="forward",
+        modes=("forward",),
         min_seq_len=1024,
         time_budget=540,
     ),
-    "gpu": dict(**GPU_SIZES, contenders="all", backends="all", min_seq_len=128),
+    "gpu": dict(**GPU_SIZES, contenders=LAYER_SWEEP, backends=BACKENDS, min_seq_len=128),
+    # Issue 15: notebook 09's Triton kernel against SDPA under each backend and the explicit
+    # core, forward, bf16 and fp16, both masks, d_k 64 and 128, T = 1024 ... 16384: 7 series x
+    # 2 dtypes x 2 masks x 2 head sizes x 5 lengths = 280 measurements.
+    "gpu-flash": dict(
+        **{**GPU_SIZES, "dtypes": ("bfloat16", "float16"), "max_seq_len": 16384},
+        contenders=DIRECT,
+        backends=BACKENDS,
+        causal="both",
+        modes=("forward",),
+        min_seq_len=1024,
+        time_budget=540,
+    ),
 }
 FALLBACK = dict(
-    contenders="all",
-    backends="all",
-    dtypes="float32,bfloat16,float16",
+    contenders=LAYER_SWEEP,
+    backends=BACKENDS,
+    dtypes=tuple(DTYPES),
     causal="both",
-    modes="forward,forward_backward",
+    modes=MODES,
     compile="off",
     min_seq_len=128,
     batch=4,
     d_model=512,
-    heads="8",
+    heads=(8,),
     min_run_time=0.2,
 )
+# A flag given replaces the preset's other way of saying the same thing (cli.merge). Presets
+# give lengths as --min/--max-seq-len, which --seq-lens overrides.
+ALTERNATIVES = {"heads": ("head_dims",), "head_dims": ("heads",)}
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser() -> cli.Parser:
+    p = cli.Parser(
         prog="python -m benchmarks",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--preset", choices=sorted(PRESETS), help="a named set of defaults")
-    p.add_argument("--device", help="cpu, cuda or mps (default: helpers.env.pick_device())")
-    p.add_argument("--contenders", help=f"comma list of {','.join(CONTENDERS)}, or all")
-    p.add_argument("--backends", help=f"SDPA backends: comma list of {','.join(BACKENDS)}, or all")
-    p.add_argument("--dtypes", help=f"comma list of {','.join(DTYPES)}")
-    p.add_argument("--causal", choices=("both", "yes", "no"))
-    p.add_argument("--modes", help="comma list of forward,forward_backward")
-    p.add_argument("--compile", choices=("off", "on", "both"), help="torch.compile the contenders")
-    p.add_argument("--seq-lens", help="comma list of T (overrides --min/--max-seq-len)")
-    p.add_argument("--min-seq-len", type=int)
-    p.add_argument("--max-seq-len", type=int, help="largest T (default 16384 on GPU, 1024 on CPU)")
-    p.add_argument("--batch", type=int)
-    p.add_argument("--d-model", type=int)
-    p.add_argument("--heads", help="comma list of head counts h")
-    p.add_argument("--head-dims", help="comma list of d_k (sets h = d_model / d_k)")
-    p.add_argument("--min-run-time", type=float, help="seconds of timing per measurement")
-    p.add_argument("--time-budget", type=float, help="stop starting new measurements after this")
-    p.add_argument("--out", help="results folder (default benchmarks/results/<device>)")
-    p.add_argument("--run-name", help="file stem of the CSV/JSON/PNGs (default: a timestamp)")
-    p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--no-progress", action="store_true")
+    cli.add_common(p, PRESETS, DTYPES, max_seq_len="16384 on CUDA, else 1024")
     p.add_argument(
-        "--dry-run", action="store_true", help="print the plan and its time; run nothing"
+        "--contenders",
+        type=cli.names(CONTENDERS, "contender"),
+        help=f"comma list of {','.join(CONTENDERS)}, or all (default: all but the last two)",
     )
+    p.add_argument(
+        "--backends",
+        type=cli.names(BACKENDS, "backend"),
+        help=f"SDPA backends: comma list of {','.join(BACKENDS)}, or all",
+    )
+    p.add_argument("--causal", choices=("both", "yes", "no"))
+    p.add_argument(
+        "--modes", type=cli.names(MODES, "mode"), help="comma list of " + ",".join(MODES)
+    )
+    p.add_argument("--compile", choices=("off", "on", "both"), help="torch.compile the contenders")
+    p.add_argument("--heads", type=cli.positive_ints, help="comma list of head counts h")
+    p.add_argument(
+        "--head-dims", type=cli.positive_ints, help="comma list of d_k (sets h = d_model / d_k)"
+    )
+    p.add_argument("--no-plots", action="store_true", help="no PNGs")
     p.add_argument(
         "--check-goals",
         metavar="RESULTS_DIR",
@@ -125,42 +161,29 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _list(text: str, allowed, what: str) -> tuple[str, ...]:
-    items = tuple(allowed) if text == "all" else tuple(s.strip() for s in text.split(",") if s)
-    unknown = [s for s in items if s not in allowed]
-    if unknown:
-        raise SystemExit(f"error: unknown {what} {unknown}; choose from {list(allowed)}")
-    return items
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(s) for s in text.split(",") if s.strip())
-
-
 def build_config(args: argparse.Namespace) -> BenchConfig:
-    """Arguments, then the preset, then the fallbacks, in that order of precedence."""
+    """The flags given, then the preset, then the fallbacks; checks of two flags at once."""
     from helpers.env import pick_device
 
-    opts = {**FALLBACK, **PRESETS.get(args.preset or "", {})}
-    opts.update({k: v for k, v in vars(args).items() if v is not None})
+    opts = cli.merge(FALLBACK, PRESETS.get(args.preset or "", {}), args, ALTERNATIVES)
     device = str(opts.get("device") or pick_device())
-    if "seq_lens" in opts:
-        lengths = _ints(opts["seq_lens"])
-    else:
-        top = opts.get("max_seq_len") or (16384 if device.startswith("cuda") else 1024)
-        lengths = tuple(2**i for i in range(20) if opts["min_seq_len"] <= 2**i <= top)
+    lengths = cli.sequence_lengths(opts, 16384 if device.startswith("cuda") else 1024)
     d_model = opts["d_model"]
     if "head_dims" in opts:
-        heads = tuple(d_model // d for d in _ints(opts["head_dims"]))
+        why = "h = d_model / d_k must be a whole number of heads"
+        cli.require_divides("--head-dims", opts["head_dims"], d_model, "--d-model", why)
+        heads = tuple(d_model // d for d in opts["head_dims"])
     else:
-        heads = _ints(opts["heads"])
-    return BenchConfig(
+        why = "each head gets d_k = d_model / h features"
+        cli.require_divides("--heads", opts["heads"], d_model, "--d-model", why)
+        heads = opts["heads"]
+    config = BenchConfig(
         device=device,
-        contenders=_list(opts["contenders"], CONTENDERS, "contender"),
-        backends=_list(opts["backends"], BACKENDS, "backend"),
-        dtypes=_list(opts["dtypes"], tuple(DTYPES), "dtype"),
+        contenders=opts["contenders"],
+        backends=opts["backends"],
+        dtypes=opts["dtypes"],
         causal={"both": (False, True), "yes": (True,), "no": (False,)}[opts["causal"]],
-        modes=_list(opts["modes"], ("forward", "forward_backward"), "mode"),
+        modes=opts["modes"],
         compiled={"off": (False,), "on": (True,), "both": (False, True)}[opts["compile"]],
         seq_lens=lengths,
         batch=opts["batch"],
@@ -169,10 +192,14 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
         min_run_time=opts["min_run_time"],
         time_budget_s=opts.get("time_budget"),
     )
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "device"
+    planned = {fields["contender"] for fields in series(config)}
+    for contender in config.contenders:
+        if contender not in planned:  # torch_mha: nn.MultiheadAttention cannot be pinned
+            raise cli.FlagError(
+                f"argument --contenders: {contender} runs only under the default backend, "
+                f"which --backends {','.join(config.backends)} leaves out"
+            )
+    return config
 
 
 def save_plots(csv_path: Path, config: BenchConfig) -> list[Path]:
@@ -212,20 +239,12 @@ def print_note(rows: list[dict]) -> None:
         print(f"naive time / fused_sdpa time     = {times['naive'] / fused:.2f} (speed-up)")
 
 
-def default_out(device: str, name: str) -> Path:
-    """Where a run goes without ``--out``: GPU runs under ``benchmarks/results/<gpu>`` (to
-    commit), anything else under the git-ignored ``benchmarks/results/local/<device>``."""
-    results = Path("benchmarks") / "results"
-    return results / _slug(name) if device.startswith("cuda") else results / "local" / _slug(name)
-
-
 def plan_text(config: BenchConfig) -> str:
     """How many measurements ``config`` makes, and the least time their timing takes."""
-    from helpers.bench.runner import series
-
     count = sum(1 for _ in series(config)) * len(config.seq_lens)
     floor = count * config.min_run_time
-    budget = f", stopped after {config.time_budget_s:g} s" if config.time_budget_s else ""
+    budget = config.time_budget_s
+    budget = "" if budget is None else f", stopped after {budget:g} s"
     return (
         f"plan: {count} measurements on {config.device}; timing alone takes at least "
         f"{count} x {config.min_run_time:g} s = {_duration(floor)}, plus a warm-up, a memory "
@@ -235,6 +254,20 @@ def plan_text(config: BenchConfig) -> str:
 
 def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def print_kernels(rows: list[dict]) -> None:
+    """The Triton kernel against the fastest SDPA backend and the explicit core, per size."""
+    import pandas as pd
+
+    from helpers.bench.summary import kernel_table
+
+    table = kernel_table(pd.DataFrame(rows))
+    if table.empty:
+        print("kernels: no forward rows of triton_direct, sdpa_direct or explicit_direct")
+        return
+    print("kernels (forward; ms per call, TFLOP/s of useful work; ratio = triton / fastest SDPA):")
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
 
 
 def print_goals(rows: list[dict], out: Path) -> None:
@@ -249,49 +282,37 @@ def print_goals(rows: list[dict], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.check_goals:
         from benchmarks.goals import report
 
         print(report(args.check_goals))
         return 0
-    config = build_config(args)
-    print(plan_text(config))
+    config = cli.build(parser, args, build_config)
     if args.dry_run:
+        print(plan_text(config))
         return 0
+    problem = cli.device_problem(config.device)
+    if problem:
+        hint = "On a CPU, --preset tiny (or tiny-flash, the Triton kernel) runs in seconds"
+        return cli.cannot_run(parser.prog, args.preset, problem, hint)
+    print(plan_text(config))
     import torch
 
-    problem = device_problem(torch.device(config.device))
-    name = "unavailable" if problem else device_name(torch.device(config.device))
-    out = Path(args.out or default_out(config.device, name))
-    stem = args.run_name or dt.datetime.now().strftime("run-%Y%m%d-%H%M%S")
-    csv_path, json_path = out / f"{stem}.csv", out / f"{stem}.json"
-    command = shlex.join(["python", "-m", "benchmarks", *(sys.argv[1:] if argv is None else argv)])
-    metadata = {
-        **environment_report(
-            torch.device("cpu") if problem else torch.device(config.device), command
-        ),
-        "config": config.__dict__,
-        "csv": csv_path.name,
-    }
-    write_metadata(json_path, metadata)
-    rows = run(config, on_row=CsvWriter(csv_path), progress=not args.no_progress)
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "oom", "unavailable")}
-    write_metadata(
-        json_path,
-        {
-            **metadata,
-            "rows": counts,
-            "finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        },
-    )
+    device = torch.device(config.device)
+    out = args.out or default_out(config.device, device_name(device))
+    command = cli.command_line("benchmarks", argv)
+    files = RunFiles(out, cli.run_stem(args.run_name), command, device, config)
+    rows = run(config, on_row=files.write_row, progress=not args.no_progress)
+    counts = files.finish(rows)
+    csv_path, json_path = files.csv_path, files.json_path
     plots = [] if args.no_plots else save_plots(csv_path, config)
     print(f"{len(rows)} rows {counts} -> {csv_path} (+ {json_path.name}, {len(plots)} plots)")
-    for row in rows:
-        if row["status"] == "unavailable" and row.get("contender") == "all":
-            print(f"unavailable: {row['reason']}")
     if args.preset == "cpu-note":
         print_note(rows)
+    if {"triton_direct", "explicit_direct"} & set(config.contenders):  # not for sdpa_direct alone
+        print_kernels(rows)
     if "bfloat16" in config.dtypes:
         print_goals(rows, out)
     return 0

@@ -96,13 +96,16 @@ class GroupedQueryAttention(nn.Module):
         keys = k if cache is None else torch.cat((cache.keys, k), dim=-2)  # (B, h_kv, T, d_k)
         values = v if cache is None else torch.cat((cache.values, v), dim=-2)
         start = 0 if cache is None else cache.start
-        mask = causal_mask_lower_right(T_new, keys.shape[-2], self.window)  # (T_new, T)
         group = self.num_heads // self.num_kv_heads  # query heads per KV head
+        shared_k, shared_v = keys, values  # (B, h_kv, T, d_k)
+        if group > 1:  # head j reads KV head j // group (a copy; fused kernels index instead)
+            shared_k, shared_v = (t.repeat_interleave(group, dim=1) for t in (keys, values))
+        mask = None  # one new token with no window sees every cached token: nothing to mask
+        if T_new > 1 or self.window is not None:
+            mask = torch.from_numpy(causal_mask_lower_right(T_new, keys.shape[-2], self.window))
+            mask = mask.to(x.device)  # (T_new, T), the diagonal aligned bottom-right
         out = F.scaled_dot_product_attention(
-            q,
-            keys.repeat_interleave(group, dim=1),  # (B, h, T, d_k): head j reads KV head j // group
-            values.repeat_interleave(group, dim=1),
-            attn_mask=torch.from_numpy(mask).to(x.device),
+            q, shared_k, shared_v, attn_mask=mask
         )  # (B, h, T_new, d_k)
         if self.window is not None and keys.shape[-2] > self.window:  # keep only the last W
             start += keys.shape[-2] - self.window

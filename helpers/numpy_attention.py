@@ -106,10 +106,7 @@ class MultiHeadAttention:
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, seed: int = 0) -> None:
         d_model, num_heads = validation.check_sizes(d_model, num_heads, bias)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
-        if seed < 0:
-            raise ValueError(f"seed must be 0 or more, got {seed}")
+        seed = validation.require_non_negative_int("seed", seed)
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         self.bias = bool(bias)
         rng = np.random.default_rng(seed)

@@ -17,6 +17,7 @@ that fails stops every process and raises its error in the caller; nothing waits
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import socket
 import tempfile
@@ -45,6 +46,13 @@ def tensor_parallel_shards(module: FusedMultiHeadAttention, world_size: int) -> 
     Q, K and V blocks of the ``(3 D, D)`` weight, i.e. a ``(3 D/n, D)`` weight, and the
     ``(D, D/n)`` columns of ``out_proj``. The output bias is added once, after the sum.
     """
+    validation.require_array("module", module, FusedMultiHeadAttention, "FusedMultiHeadAttention")
+    world_size = validation.require_positive_int("world_size", world_size)
+    if module.num_heads % world_size:
+        raise ValueError(
+            f"world_size={world_size} must divide the module's num_heads={module.num_heads}: "
+            "each rank holds whole heads"
+        )
     D, n = module.d_model, world_size
     width = D // n  # each rank's share of the D features: h/n heads of d_k
     w_q, w_k, w_v = module.qkv_proj.weight.detach().chunk(3)  # 3 x (D, D)
@@ -73,18 +81,11 @@ def tensor_parallel_forward(
 
     x ``(B, T, D)``; mask as for the module. Returns the full output ``(B, T, D)``.
     """
-    validation.require_array("module", module, FusedMultiHeadAttention, "FusedMultiHeadAttention")
-    world_size = validation.require_positive_int("world_size", world_size)
-    if module.num_heads % world_size:
-        raise ValueError(
-            f"world_size={world_size} must divide the module's num_heads={module.num_heads}: "
-            "each rank holds whole heads"
-        )
+    shards = tensor_parallel_shards(module, world_size)  # checks module and world_size
     validation.check_module_inputs(x, x, x, mask, module.d_model, module.num_heads,
                                    module.out_proj.weight, is_causal=is_causal)  # fmt: skip
     out_bias = None if module.out_proj.bias is None else module.out_proj.bias.detach()
-    shards = tensor_parallel_shards(module, world_size)
-    args = (shards, out_bias, x.detach(), mask, module.num_heads // world_size, is_causal)
+    args = (shards, out_bias, x.detach(), mask, module.num_heads // len(shards), is_causal)
     return spawn(_tensor_parallel_worker, world_size, args)[0]
 
 
@@ -199,28 +200,43 @@ def free_port() -> int:
 def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 120.0) -> list[Any]:
     """Run ``worker(rank, world_size, *args)`` in ``world_size`` processes; return each result.
 
-    A worker that raises stops every process and its error is raised here; processes that are
-    still running after ``deadline_s`` are stopped and a TimeoutError is raised.
+    A worker that raises stops every process and its error is raised here (the first error
+    raised, not a peer's broken connection that follows it); processes still running after
+    ``deadline_s`` are stopped and a TimeoutError is raised. Nothing is left running.
     """
     port = free_port()
+    quiet = logging.getLogger("torch.multiprocessing.spawn")  # its "Terminating process" lines
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as folder:
         context = mp.start_processes(_entry, args=(world_size, port, worker, args, folder),
                                      nprocs=world_size, join=False, start_method="spawn")  # fmt: skip
         start = time.monotonic()
         try:
-            while not context.join(timeout=0.5):  # raises as soon as a worker fails
+            while not context.join(timeout=0.5, grace_period=2.0):  # raises when one fails
                 if time.monotonic() - start > deadline_s:
                     raise TimeoutError(f"{world_size} workers still running after {deadline_s} s")
         except ProcessException as error:
-            last = str(error).strip().splitlines()[-1]
-            raise RuntimeError(
-                f"worker {error.error_index} of {world_size} failed: {last}"
-            ) from error
+            rank, message = _first_failure(Path(folder)) or (
+                error.error_index,
+                str(error).strip().splitlines()[-1],
+            )
+            raise RuntimeError(f"worker {rank} of {world_size} failed: {message}") from error
         finally:
-            for process in context.processes:  # nothing is left running, whatever happened
+            quiet.setLevel(level)
+            for process in context.processes:
                 if process.is_alive():
                     process.kill()
         return [torch.load(Path(folder) / f"{r}.pt") for r in range(world_size)]
+
+
+def _first_failure(folder: Path) -> tuple[int, str] | None:
+    """The rank and message of the error raised first, from the workers' error files."""
+    failures = []
+    for path in folder.glob("*.error"):
+        moment, message = path.read_text().split("\n", 1)
+        failures.append((float(moment), int(path.stem), message))
+    return min(failures)[1:] if failures else None
 
 
 def _entry(rank, world_size, port, worker, args, folder):
@@ -236,6 +252,10 @@ def _entry(rank, world_size, port, worker, args, folder):
     try:
         result = worker(rank, world_size, *args)
         torch.save(result.cpu(), Path(folder) / f"{rank}.pt")
+    except Exception as error:  # note when and what, so the caller names the first failure
+        message = f"{type(error).__name__}: {error}".strip().splitlines()[0]
+        (Path(folder) / f"{rank}.error").write_text(f"{time.time()}\n{message}")
+        raise
     finally:
         dist.destroy_process_group()
 

@@ -1,14 +1,30 @@
-"""Heatmaps of attention weights (seaborn): one head, or a grid of heads."""
+"""Heatmaps of attention weights: one head, or a grid of heads.
+
+They draw what seaborn's ``heatmap`` draws (viridis, fixed 0..1, no spines, values written in
+the cells dark on light and light on dark), with matplotlib's ``pcolormesh`` directly: seaborn's
+heatmap draws the whole figure once more to see whether its labels overlap, which doubled the
+cost of every explorer's redraw.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
 from matplotlib.axes import Axes
+from matplotlib.collections import QuadMesh
 from matplotlib.figure import Figure
+from seaborn.utils import relative_luminance
+
+from helpers.validation import (
+    describe,
+    require_array,
+    require_bool,
+    require_finite,
+    require_positive_int,
+)
 
 CMAP = "viridis"  # sequential and colorblind-safe
 ANNOTATE_UP_TO = 10  # write the values in the cells when the map is at most this big
@@ -17,16 +33,99 @@ GRID_MAX_WIDTH = 10.0  # inches of heatmap in a head grid; cells shrink to fit
 GRID_LABELS_UP_TO = 30  # a head grid labels every tile up to this many token labels
 
 
-# What every weights heatmap shares: one colour scale, fixed 0..1, two decimals when written.
-# Tick labels are set by the caller: seaborn's own choice draws the figure once more (slower).
-_WEIGHTS_STYLE = {
-    "vmin": 0.0,
-    "vmax": 1.0,
-    "cmap": CMAP,
-    "fmt": ".2f",
-    "xticklabels": False,
-    "yticklabels": False,
-}
+DARK_CELL = 0.408  # seaborn's threshold: a cell this dark or darker gets its value in white
+
+
+def _weights_mesh(
+    weights: np.ndarray,
+    ax: Axes,
+    annotate: bool,
+    fontsize: float,
+    colorbar: bool = True,
+    cbar_ax: Axes | None = None,
+) -> QuadMesh:
+    """Draw weights ``(rows, columns)`` as ``sns.heatmap(..., vmin=0, vmax=1, cmap=CMAP,
+    fmt=".2f", xticklabels=False, yticklabels=False)`` does, without its extra figure draw.
+
+    Row 0 at the top, no spines, NaN cells blank; with ``annotate`` each value is written in its
+    cell (two decimals, dark grey on light cells, white on dark ones); with ``colorbar`` a colour
+    bar is drawn in ``cbar_ax``, or in room taken from ``ax``. Tick labels are the caller's.
+    """
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    cells = np.ma.masked_invalid(weights)
+    mesh = ax.pcolormesh(cells, cmap=CMAP, vmin=0.0, vmax=1.0, linewidths=0, edgecolor="white")
+    ax.set(xlim=(0, weights.shape[1]), ylim=(0, weights.shape[0]))
+    ax.invert_yaxis()  # row 0 at the top, as the matrix is printed
+    if colorbar:
+        ax.figure.colorbar(mesh, cbar_ax, ax).outline.set_linewidth(0)
+    ax.set(xticks=[], yticks=[], xlabel="", ylabel="")
+    if annotate:
+        mesh.update_scalarmappable()  # the cells' colours, to pick each value's text colour
+        dark = np.atleast_1d(relative_luminance(mesh.get_facecolors())) <= DARK_CELL
+        rows, columns = np.nonzero(~np.ma.getmaskarray(cells))
+        for row, column in zip(rows.tolist(), columns.tolist(), strict=True):
+            ax.text(
+                column + 0.5,
+                row + 0.5,
+                f"{weights[row, column]:.2f}",
+                color="w" if dark[row * weights.shape[1] + column] else ".15",
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+            )
+    return mesh
+
+
+_AXIS_WORDS = {"h": "head", "T_q": "query", "T_k": "key"}
+ROUNDING_SLACK = 1e-6  # weights recomputed in another order may stray this far outside 0..1
+
+
+def as_weights(
+    weights: Any, layout: str, name: str = "weights", blanks: bool = False
+) -> np.ndarray:
+    """Attention weights as a float64 NumPy array, checked once for a picture or a caption.
+
+    ``layout`` names the axes, e.g. ``"(h, T_q, T_k)"``, or ``"(..., T_k)"`` for any number of
+    leading axes. A torch tensor is welcome as it comes out of a module: one that requires grad,
+    in bfloat16 or float16, or on a GPU is detached, moved to the CPU and converted (every float
+    dtype is exact in float64); the tensor itself is left as it was. Raises TypeError for
+    something that is not numbers, ValueError for the wrong number of axes, an empty named axis,
+    infinity, NaN (unless ``blanks``: a heatmap draws a NaN cell blank, on purpose), or a weight
+    outside 0..1 (the colour scale is fixed to 0..1 and would hide it). Behind every heatmap and
+    every caption that names the largest weight, from notebook 00, section 4 on.
+    """
+    if hasattr(weights, "detach"):  # a torch tensor, without importing torch here
+        weights = weights.detach().cpu().double()
+    try:
+        array = np.asarray(weights, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{name} must be an array of numbers {layout}, got {describe(weights)}"
+        ) from None
+    axes = [axis.strip() for axis in layout.strip("()").split(",") if axis.strip()]
+    named = [axis for axis in axes if axis != "..."]
+    if array.ndim < len(named) or ("..." not in axes and array.ndim != len(named)):
+        raise ValueError(f"{name} must have shape {layout}, got shape {array.shape}")
+    if 0 in array.shape[array.ndim - len(named) :]:
+        words = [_AXIS_WORDS.get(axis, axis) for axis in named]  # "head", "query", "key"
+        what = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+        raise ValueError(f"{name} must hold at least one {what}, got shape {array.shape}")
+    if blanks and np.isinf(array).any():
+        bad = np.isinf(array)
+        raise ValueError(
+            f"{name} contains infinity at {int(bad.sum())} of {array.size} entries, shape "
+            f"{array.shape}; a weight lies in 0..1 (NaN draws a blank cell)"
+        )
+    if not blanks:
+        require_finite(name, array)
+    values = array[~np.isnan(array)] if blanks else array
+    if values.size and (values.min() < -ROUNDING_SLACK or values.max() > 1 + ROUNDING_SLACK):
+        raise ValueError(
+            f"{name} must lie in 0..1 (attention weights), got values from {values.min():.4g} "
+            f"to {values.max():.4g}, shape {array.shape}"
+        )
+    return array
 
 
 def tied_for_largest(weights, decimals: int = 2) -> np.ndarray:
@@ -37,9 +136,7 @@ def tied_for_largest(weights, decimals: int = 2) -> np.ndarray:
     a caption names them all, or says that the row is even. Used in notebook 02, section 4
     (The full function).
     """
-    rounded = np.round(np.asarray(weights, dtype=float), decimals)
-    if rounded.ndim != 1 or rounded.size == 0:
-        raise ValueError(f"weights must have shape (T_k,) with T_k > 0, got {rounded.shape}")
+    rounded = np.round(as_weights(weights, "(T_k,)"), decimals)
     return np.flatnonzero(rounded == rounded.max())
 
 
@@ -53,21 +150,37 @@ def quoted(names: Sequence[str]) -> str:
 
 
 def _labels(tokens: Sequence[str] | None, n: int) -> list[str]:
-    return list(tokens) if tokens is not None else [str(i) for i in range(n)]
+    return [str(t) for t in tokens] if tokens is not None else [str(i) for i in range(n)]
 
 
-def _check_weights(weights: np.ndarray, layout: str, query_tokens, key_tokens) -> None:
-    """Weights must be ``layout`` (ending in T_q, T_k), with one token label per query and key."""
-    if weights.ndim != layout.count(",") + 1:
-        raise ValueError(f"weights must have shape {layout}, got shape {weights.shape}")
+def _check_picture(
+    weights: Any, layout: str, query_tokens: Any, key_tokens: Any, annotate: Any
+) -> np.ndarray:
+    """A picture's arguments, checked before anything is drawn; returns the weights as NumPy.
+
+    Weights ``layout`` (see :func:`as_weights`; NaN draws a blank cell), one token label per
+    query and per key, and ``annotate`` True, False or None ("choose for me").
+    """
+    array = as_weights(weights, layout, blanks=True)
     for name, tokens, n in (
-        ("query_tokens", query_tokens, weights.shape[-2]),
-        ("key_tokens", key_tokens, weights.shape[-1]),
+        ("query_tokens", query_tokens, array.shape[-2]),
+        ("key_tokens", key_tokens, array.shape[-1]),
     ):
-        if tokens is not None and len(tokens) != n:
-            raise ValueError(
-                f"{name} has {len(tokens)} labels for weights of shape {weights.shape}"
+        if tokens is None:
+            continue
+        try:
+            count = None if isinstance(tokens, str) else len(tokens)
+        except TypeError:
+            count = None
+        if count is None:
+            raise TypeError(
+                f"{name} must be a list of labels, got {type(tokens).__name__} {tokens!r}"
             )
+        if count != n:
+            raise ValueError(f"{name} has {count} labels for weights of shape {array.shape}")
+    if annotate is not None:
+        require_bool("annotate", annotate)
+    return array
 
 
 def attention_heatmap(
@@ -81,24 +194,21 @@ def attention_heatmap(
 ) -> Axes:
     """Draw weights ``(T_q, T_k)`` with queries as rows and keys as columns, range 0..1.
 
-    First drawn in notebook 00, section 4 (A first heatmap); notebook 01, section 5 (All
-    queries at once) explains how to read it.
+    ``weights`` may be a NumPy array or a torch tensor straight from a module (see
+    :func:`as_weights`); nothing is drawn until every argument has been checked. First drawn
+    in notebook 00, section 4 (A first heatmap); notebook 01, section 5 (All queries at once)
+    explains how to read it.
     """
-    weights = np.asarray(weights, dtype=float)
-    _check_weights(weights, "(T_q, T_k)", query_tokens, key_tokens)
-    if ax is None:
+    weights = _check_picture(weights, "(T_q, T_k)", query_tokens, key_tokens, annotate=annotate)
+    require_bool("colorbar", colorbar)
+    if ax is not None:
+        require_array("ax", ax, Axes, "matplotlib Axes")
+    else:
         _, ax = plt.subplots(figsize=(1.0 + 0.55 * weights.shape[1], 0.8 + 0.5 * weights.shape[0]))
     if annotate is None:
         annotate = max(weights.shape) <= ANNOTATE_UP_TO
-    sns.heatmap(
-        weights,
-        ax=ax,
-        annot=annotate,
-        annot_kws={"fontsize": 8},
-        square=True,
-        cbar=colorbar,
-        **_WEIGHTS_STYLE,
-    )
+    ax.set_aspect("equal")  # square cells
+    _weights_mesh(weights, ax, annotate, fontsize=8, colorbar=colorbar)
     t_q, t_k = weights.shape
     ax.set_xticks(np.arange(t_k) + 0.5, _labels(key_tokens, t_k), rotation=45)
     ax.set_yticks(np.arange(t_q) + 0.5, _labels(query_tokens, t_q), rotation=0)
@@ -148,16 +258,15 @@ def head_grid(
 ) -> Figure:
     """One heatmap tile per head from weights ``(h, T_q, T_k)``, ``columns`` tiles per row.
 
-    All heads are one seaborn heatmap with blank gaps between the tiles: one shared colour bar
-    (fixed 0..1), and a redraw fast enough for a live explorer (8 heads of 12 tokens in about
-    0.1 s). Key tokens label every column of tiles and query tokens every row of tiles, or only
+    All heads are one heatmap with blank gaps between the tiles: one shared colour bar (fixed
+    0..1), and a redraw fast enough for a live explorer (see ``python -m benchmarks.redraw``). Key tokens label every column of tiles and query tokens every row of tiles, or only
     the first tile when that would be more than ``GRID_LABELS_UP_TO`` labels. The values are
     written in the cells when there are at most ``ANNOTATE_CELLS_UP_TO`` of them, unless
-    ``annotate`` says otherwise. First used in notebook 04, section 6 (Your own
-    `MultiHeadAttention`).
+    ``annotate`` says otherwise. ``weights`` may be a NumPy array or a torch tensor (see
+    :func:`as_weights`). First used in notebook 04, section 6 (Your own `MultiHeadAttention`).
     """
-    weights = np.asarray(weights, dtype=float)
-    _check_weights(weights, "(h, T_q, T_k)", query_tokens, key_tokens)
+    weights = _check_picture(weights, "(h, T_q, T_k)", query_tokens, key_tokens, annotate=annotate)
+    columns = require_positive_int("columns", columns)
     _, t_q, t_k = weights.shape
     annotate = weights.size <= ANNOTATE_CELLS_UP_TO if annotate is None else annotate
     cols = min(columns, len(weights))
@@ -165,9 +274,7 @@ def head_grid(
     row_gap = max(1, int(np.ceil(0.3 / cell)))  # at least 0.3 inch for the head names
     canvas, origins = _tile_canvas(weights, cols, row_gap)
     fig, ax, cax = _grid_figure(canvas.shape, cell)
-    sns.heatmap(
-        canvas, ax=ax, cbar_ax=cax, annot=annotate, annot_kws={"fontsize": 9}, **_WEIGHTS_STYLE
-    )
+    _weights_mesh(canvas, ax, annotate, fontsize=9, cbar_ax=cax)
     keys, queries = _labels(key_tokens, t_k), _labels(query_tokens, t_q)
     fontsize = 10 if cell >= 0.28 else 9
     upright = max(map(len, keys)) * 0.6 * fontsize <= 72 * cell  # points: labels fit across

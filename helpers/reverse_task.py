@@ -55,6 +55,9 @@ class ReverseTask:
 class AttentionOnlyModel(nn.Module):
     """Token + position embeddings, one :class:`MultiHeadAttention`, a linear read-out.
 
+    An embedding is a learned lookup table, one row of ``d_model`` numbers per letter (or per
+    position); the read-out turns each output vector into one score (logit) per letter.
+
     There is no residual path: every output position must get its letter through attention.
     ``forward(tokens (B, T))`` returns ``(logits (B, T, vocab_size), weights (B, h, T, T) or
     None)``.
@@ -91,7 +94,12 @@ def make_model(
 
 @contextlib.contextmanager
 def single_thread() -> Iterator[None]:
-    """Run torch on one CPU thread, so the sums happen in the same order on every machine."""
+    """Run torch on one CPU thread, so the sums happen in one fixed order and a run repeats exactly.
+
+    One thread removes what the split of the work between threads would change; another
+    machine's maths library (BLAS) or instruction set can still change the last digits, which
+    is why notebook 05 rounds what it prints.
+    """
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -111,8 +119,12 @@ def train(
 ) -> list[float]:
     """Train with Adam on fresh seeded batches; return the loss of every step.
 
-    The batch of step ``s`` comes from seed ``seed * 100_000 + s``, so held-out data from
-    :func:`evaluate` (seed 0 by default) is never seen during training.
+    Each step computes the logits of ``batch_size`` new sequences, their cross-entropy loss
+    (minus the log of the probability given to the right letter, averaged over every position),
+    fills every ``.grad`` with ``loss.backward()`` and lets Adam move each parameter against its
+    gradient, at a pace set by ``lr``. Runs in :func:`single_thread`. The batch of step ``s``
+    comes from seed ``seed * 100_000 + s``, so held-out data from :func:`evaluate` (seed 0 by
+    default) is never seen during training.
     """
     validation.require_positive_int("steps", steps)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -134,7 +146,7 @@ def train(
 
 @torch.no_grad()
 def evaluate(model: AttentionOnlyModel, task: ReverseTask, size: int = 500, seed: int = 0) -> float:
-    """Fraction of letters predicted right on ``size`` held-out sequences."""
+    """Fraction of letters predicted right (the highest logit) on ``size`` held-out sequences."""
     inputs, targets = task.batch(size, seed=seed)
     logits, _ = model(inputs)
     return (logits.argmax(-1) == targets).float().mean().item()

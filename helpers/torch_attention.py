@@ -21,7 +21,10 @@ from helpers.masks import head_mask
 def scaled_dot_product_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
-    """softmax(q k^T / sqrt(d_k)) v written out: the torch twin of the NumPy reference (nb 05).
+    """softmax(q k^T / sqrt(d_k)) v written out: the torch twin of the NumPy reference.
+
+    The lines notebook 05 writes inline in its module's ``forward``, as a function; notebook 06,
+    section 3 introduces it.
 
     q ``(..., T_q, d_k)``, k and v ``(..., T_k, d_k | d_v)`` -> ``(output, weights (..., T_q, T_k))``.
     """
@@ -46,7 +49,12 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
 
 
 def combine_heads(x: Tensor) -> Tensor:
-    """(B, h, T, d_k) -> (B, T, h * d_k); transpose first, then reshape (which copies)."""
+    """(B, h, T, d_k) -> (B, T, h * d_k); transpose first, then reshape.
+
+    The reshape copies when the heads sit in memory as (B, h, T, d_k), as they do after the
+    explicit path and after SDPA on a CPU; CUDA's flash kernel returns its heads laid out token
+    by token, and then the reshape is free (notebook 06, section 6).
+    """
     validation.require_array("x", x, Tensor, "torch.Tensor")
     validation.require_ndim("x", x, (4,), "(B, h, T, d_k)")
     return _combine(x)
@@ -69,6 +77,8 @@ def _causal(q: Tensor, k: Tensor) -> Tensor:
 
 def _explicit(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
     # Scale q before the product, as SDPA does: q k^T may overflow where the scaled scores fit.
+    # torch.compile does not recognise this form as attention (torch 2.13, notebook 07,
+    # section 6): compiled, it stays explicit, where q @ k^T / sqrt(d_k) becomes one SDPA call.
     scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (..., T_q, T_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))

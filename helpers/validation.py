@@ -11,6 +11,7 @@ Notation: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``; m
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -107,6 +108,49 @@ def require_positive_int(name: str, value: Any) -> int:
     if value <= 0:
         raise ValueError(f"{name} must be positive, got {value}")
     return int(value)
+
+
+def require_non_negative_int(name: str, value: Any) -> int:
+    """Return ``value`` as an int; TypeError for a non-integer, ValueError for one below 0.
+
+    The check of every seed the course's draws take (NumPy's ``default_rng`` and torch's
+    ``Generator.manual_seed`` alike) and of the explorers' indices. Python and NumPy integers
+    are accepted; bools are not.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be 0 or more, got {value}")
+    return int(value)
+
+
+def require_index(name: str, value: Any, count: int) -> int:
+    """Return ``value`` as an int in ``0 .. count - 1``: a sentence, a head, an example.
+
+    TypeError for anything but an int (``True`` is not sentence 1, ``0.5`` is not a head),
+    ValueError outside the range.
+    """
+    index = require_non_negative_int(name, value)
+    if index >= count:
+        raise ValueError(f"{name} must lie in 0..{count - 1}, got {index}")
+    return index
+
+
+def require_real(name: str, value: Any, low: float | None = None, high: float | None = None):
+    """Return ``value``, a finite real number, between ``low`` and ``high`` when they are given.
+
+    TypeError for text, ``None`` or a bool; ValueError for NaN, infinity or a value out of range.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    inside = (low is None or value >= low) and (high is None or value <= high)
+    if not (math.isfinite(value) and inside):
+        if low is not None and high is not None:
+            raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value}")
+        bound = f", {low:g} or more" if low is not None else ""
+        bound += f", {high:g} or less" if high is not None else ""
+        raise ValueError(f"{name} must be a finite number{bound}, got {value}")
+    return value
 
 
 def require_divisible(d_model: int, num_heads: int) -> None:

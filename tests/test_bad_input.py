@@ -13,9 +13,18 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import convert, masks, validation
+from helpers import convert, data, masks, plots, validation
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
+from helpers.widgets import (
+    first_look,
+    fused_layout,
+    heads,
+    kernel_memory,
+    masking,
+    scaling,
+    training,
+)
 
 
 def qkv(t_q: int = 3, t_k: int = 4, d_k: int = 5, d_v: int = 6, dtype=np.float64):
@@ -555,3 +564,349 @@ PROBED = [
 def test_bad_input_gets_a_clear_error(call, error, fragments):
     with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
         call()
+
+
+# The data, the pictures and the explorers' callbacks (issue 12): each used to fail late, with a
+# raw error that named no argument, or to answer something wrong without a word.
+W3 = np.full((3, 3), 1 / 3)  # one head's weights (T_q, T_k)
+GRID = np.full((2, 3, 3), 1 / 3)  # two heads' weights (h, T_q, T_k)
+MAPS = {"untrained": np.full((2, 2, 3, 3), 1 / 3)}  # the head browser's (N, h, T, T) per stage
+LETTERS = [list("abc")] * 2
+H200 = "H200 (141 GB)"
+
+
+def _bytes_per_t(t):
+    return 4 * t
+
+
+DATA = [
+    case(
+        "random_batch_refuses_an_integer_dtype_that_would_truncate_its_normal_draws",
+        lambda: data.random_batch(1, 2, 3, dtype=np.int32),
+        TypeError,
+        "dtype must be a floating-point dtype",
+        "int32",
+    ),
+    case(
+        "random_batch_refuses_bool_that_would_make_every_entry_true",
+        lambda: data.random_batch(1, 2, 3, dtype=bool),
+        TypeError,
+        "dtype must be a floating-point dtype",
+        "bool",
+    ),
+    case(
+        "random_batch_names_a_dtype_numpy_does_not_know",
+        lambda: data.random_batch(1, 2, 3, dtype="fp32"),
+        TypeError,
+        "dtype must be a floating-point dtype",
+        "'fp32'",
+    ),
+    case(
+        "random_batch_names_a_zero_batch",
+        lambda: data.random_batch(0, 2, 3),
+        ValueError,
+        "batch must be positive, got 0",
+    ),
+    case(
+        "random_batch_names_a_negative_length",
+        lambda: data.random_batch(1, -2, 3),
+        ValueError,
+        "length must be positive, got -2",
+    ),
+    case(
+        "random_batch_names_a_fractional_d_model",
+        lambda: data.random_batch(1, 2, 3.0),
+        TypeError,
+        "d_model must be an int, got float 3.0",
+    ),
+    case(
+        "random_batch_names_a_fractional_seed",
+        lambda: data.random_batch(1, 2, 3, seed=1.5),
+        TypeError,
+        "seed must be an int, got float 1.5",
+    ),
+    case(
+        "random_batch_names_a_negative_seed",
+        lambda: data.random_batch(1, 2, 3, seed=-1),
+        ValueError,
+        "seed must be 0 or more, got -1",
+    ),
+]
+
+PICTURES = [
+    case(
+        "head_grid_of_zero_heads_is_rejected_showing_the_shape",
+        lambda: plots.head_grid(np.zeros((0, 3, 3))),
+        ValueError,
+        "weights must hold at least one head, query and key",
+        "(0, 3, 3)",
+    ),
+    case(
+        "head_grid_of_zero_queries_is_rejected_showing_the_shape",
+        lambda: plots.head_grid(np.zeros((2, 0, 3))),
+        ValueError,
+        "weights must hold at least one head, query and key",
+        "(2, 0, 3)",
+    ),
+    case(
+        "head_grid_of_zero_keys_is_rejected_showing_the_shape",
+        lambda: plots.head_grid(np.zeros((2, 3, 0))),
+        ValueError,
+        "weights must hold at least one head, query and key",
+        "(2, 3, 0)",
+    ),
+    case(
+        "attention_heatmap_of_zero_queries_is_rejected_not_drawn_empty",
+        lambda: plots.attention_heatmap(np.zeros((0, 4))),
+        ValueError,
+        "weights must hold at least one query and key",
+        "(0, 4)",
+    ),
+    *(
+        case(
+            f"head_grid_refuses_columns_that_are_not_a_positive_int-{name}",
+            lambda columns=columns: plots.head_grid(GRID, columns=columns),
+            error,
+            message,
+        )
+        for name, columns, error, message in [
+            ("zero", 0, ValueError, "columns must be positive, got 0"),
+            ("negative", -1, ValueError, "columns must be positive, got -1"),
+            ("fraction", 1.5, TypeError, "columns must be an int, got float 1.5"),
+            ("bool", True, TypeError, "columns must be an int, got bool True"),
+        ]
+    ),
+    case(
+        "a_number_is_not_a_list_of_token_labels",
+        lambda: plots.attention_heatmap(W3, 3, ["a", "b", "c"]),
+        TypeError,
+        "query_tokens must be a list of labels, got int 3",
+    ),
+    case(
+        "a_string_is_not_a_list_of_token_labels",
+        lambda: plots.head_grid(GRID, ["a", "b", "c"], "abc"),
+        TypeError,
+        "key_tokens must be a list of labels, got str 'abc'",
+    ),
+    case(
+        "weights_that_are_not_numbers_are_a_type_error",
+        lambda: plots.attention_heatmap([["a", "b"]]),
+        TypeError,
+        "weights must be an array of numbers (T_q, T_k), got list",
+    ),
+    case(
+        "infinite_weights_are_rejected_as_no_colour_shows_them",
+        lambda: plots.attention_heatmap(np.full((3, 3), np.inf)),
+        ValueError,
+        "weights contains infinity at 9 of 9 entries, shape (3, 3)",
+    ),
+    case(
+        "weights_outside_zero_to_one_are_rejected_not_clipped_by_the_colour_scale",
+        lambda: plots.head_grid(GRID * 4),
+        ValueError,
+        "weights must lie in 0..1",
+        "1.333",
+        "shape (2, 3, 3)",
+    ),
+    case(
+        "a_truthy_string_is_not_annotate",
+        lambda: plots.attention_heatmap(W3, annotate="no"),
+        TypeError,
+        "annotate must be True or False, got str 'no'",
+    ),
+    case(
+        "render_heads_names_a_zero_seq_len_not_k",
+        lambda: heads.render_heads(4, 0),
+        ValueError,
+        "seq_len must be positive, got 0",
+    ),
+    case(
+        "render_heads_names_a_fractional_seq_len",
+        lambda: heads.render_heads(4, 2.5),
+        TypeError,
+        "seq_len must be an int, got float 2.5",
+    ),
+    case(
+        "render_sharpness_names_a_sharpness_given_as_text",
+        lambda: first_look.render_sharpness("3"),
+        TypeError,
+        "sharpness must be a number, got str '3'",
+    ),
+    case(
+        "render_sharpness_names_a_nan_sharpness",
+        lambda: first_look.render_sharpness(float("nan")),
+        ValueError,
+        "sharpness must be a finite number, got nan",
+    ),
+    case(
+        "render_kernel_memory_names_a_fractional_log2_t_not_seq_len",
+        lambda: kernel_memory.render_kernel_memory(9.5, 64, "bfloat16", H200),
+        TypeError,
+        "log2_t must be an int, got float 9.5",
+    ),
+    case(
+        "render_kernel_memory_names_an_unknown_dtype_before_drawing",
+        lambda: kernel_memory.render_kernel_memory(12, 64, "int8", H200),
+        ValueError,
+        "dtype must be one of",
+        "'int8'",
+    ),
+    case(
+        "render_masked_heatmap_refuses_true_as_a_sentence_number",
+        lambda: masking.render_masked_heatmap("padding", True),
+        TypeError,
+        "sentence must be an int, got bool True",
+    ),
+    case(
+        "render_masked_heatmap_refuses_a_fractional_sentence_number",
+        lambda: masking.render_masked_heatmap("padding", 1.0),
+        TypeError,
+        "sentence must be an int, got float 1.0",
+    ),
+    case(
+        "render_head_browser_names_a_fractional_head",
+        lambda: training.render_head_browser(MAPS, LETTERS, 0.5, 0),
+        TypeError,
+        "head must be an int, got float 0.5",
+    ),
+    case(
+        "render_head_browser_refuses_true_as_a_head_number",
+        lambda: training.render_head_browser(MAPS, LETTERS, True, 0),
+        TypeError,
+        "head must be an int, got bool True",
+    ),
+    case(
+        "render_head_browser_names_a_fractional_example",
+        lambda: training.render_head_browser(MAPS, LETTERS, 0, 0.5),
+        TypeError,
+        "example must be an int, got float 0.5",
+    ),
+    case(
+        "render_head_browser_names_letters_of_another_length_than_the_maps",
+        lambda: training.render_head_browser(MAPS, [list("abcd")] * 2, 0, 0),
+        ValueError,
+        "letters[0] has 4 tokens but the maps have T = 3",
+        "(2, 2, 3, 3)",
+    ),
+    case(
+        "render_head_browser_names_the_stage_whose_map_holds_nan",
+        lambda: training.render_head_browser(
+            {"trained": np.full((2, 2, 3, 3), np.nan)}, LETTERS, 0, 0
+        ),
+        ValueError,
+        "maps['trained'] contains NaN or infinity",
+    ),
+    case(
+        "strongest_keys_refuses_nan_weights",
+        lambda: training.strongest_keys(np.array([[np.nan, 0.5]])),
+        ValueError,
+        "weights contains NaN or infinity at 1 of 2 entries, shape (1, 2)",
+    ),
+    case(
+        "strongest_keys_refuses_weights_outside_zero_to_one",
+        lambda: training.strongest_keys(np.array([[2.0, 0.5]])),
+        ValueError,
+        "weights must lie in 0..1",
+        "2",
+        "shape (1, 2)",
+    ),
+    case(
+        "strongest_keys_names_a_single_row_as_the_wrong_shape",
+        lambda: training.strongest_keys(np.array([0.5, 0.5])),
+        ValueError,
+        "weights must have shape (T_q, T_k), got shape (2,)",
+    ),
+    case(
+        "softmax_entropy_refuses_nan_weights",
+        lambda: scaling.softmax_entropy(np.array([np.nan, 0.5])),
+        ValueError,
+        "weights contains NaN or infinity at 1 of 2 entries, shape (2,)",
+    ),
+    case(
+        "softmax_entropy_refuses_negative_probabilities",
+        lambda: scaling.softmax_entropy(np.array([-0.5, 1.5])),
+        ValueError,
+        "weights must lie in 0..1",
+        "-0.5",
+        "1.5",
+    ),
+    case(
+        "random_queries_and_keys_names_a_fractional_seed",
+        lambda: scaling.random_queries_and_keys(8, seed=1.5),
+        TypeError,
+        "seed must be an int, got float 1.5",
+    ),
+    case(
+        "split_matches_names_a_fractional_seed_instead_of_raising_torch_s_error",
+        lambda: fused_layout.split_matches(
+            2, fused_layout.LAYOUTS[0], fused_layout.SPLITS[0], seed=1.5
+        ),
+        TypeError,
+        "seed must be an int, got float 1.5",
+    ),
+    case(
+        "kernel_memory_refuses_a_negative_sequence_length",
+        lambda: kernel_memory.weights_bytes(-5, "bfloat16"),
+        ValueError,
+        "seq_len must be positive, got -5",
+    ),
+    case(
+        "kernel_memory_refuses_a_negative_length_in_an_array",
+        lambda: kernel_memory.sdpa_bytes(np.array([512, -1]), 64, "float16"),
+        ValueError,
+        "seq_len must hold positive whole numbers",
+        "-1",
+    ),
+    case(
+        "kernel_memory_refuses_a_negative_head_width",
+        lambda: kernel_memory.sdpa_bytes(512, -64, "float16"),
+        ValueError,
+        "d_k must be positive, got -64",
+    ),
+    case(
+        "kernel_memory_refuses_a_zero_batch",
+        lambda: kernel_memory.weights_bytes(512, "float16", batch=0),
+        ValueError,
+        "batch must be positive, got 0",
+    ),
+    case(
+        "longest_fitting_refuses_negative_memory",
+        lambda: kernel_memory.longest_fitting(_bytes_per_t, -1),
+        ValueError,
+        "memory must be a finite number, 0 or more, got -1",
+    ),
+    case(
+        "longest_fitting_refuses_nan_memory",
+        lambda: kernel_memory.longest_fitting(_bytes_per_t, float("nan")),
+        ValueError,
+        "memory must be a finite number, 0 or more, got nan",
+    ),
+    case(
+        "longest_fitting_names_a_bytes_at_that_is_not_a_function",
+        lambda: kernel_memory.longest_fitting(512, 1e6),
+        TypeError,
+        "bytes_at must be a function of T, got int 512",
+    ),
+    case(
+        "longest_fitting_names_a_bytes_at_that_never_outgrows_memory",
+        lambda: kernel_memory.longest_fitting(lambda t: 10, 1e6),
+        ValueError,
+        "bytes_at(T) is still at most memory=1e+06 at T = 2**62",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "fragments"), DATA + PICTURES)
+def test_bad_input_to_the_data_pictures_and_explorers_gets_a_clear_error(call, error, fragments):
+    with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
+        call()
+
+
+@pytest.mark.parametrize(("call", "error", "fragments"), PICTURES)
+def test_a_picture_that_refuses_its_input_leaves_no_figure_open(call, error, fragments):
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    with pytest.raises(error):
+        call()
+    assert plt.get_fignums() == [], "the refused call left a pyplot figure open"

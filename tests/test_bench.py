@@ -313,9 +313,115 @@ def test_command_writes_csv_with_the_documented_columns_json_and_plots(tmp_path)
     ]
 
 
-def test_command_names_an_unknown_dtype():
-    with pytest.raises(SystemExit, match="float8"):
-        main(["--dtypes", "float8", "--no-progress", "--out", "unused"])
+# Every bad flag: (argv, a fragment of the one-line error). "{out}" is the run's --out folder
+# and "{file}" an existing file beside it. The base command is the tiny preset's smallest case.
+BAD_FLAGS = {
+    "seq_lens_zero": (["--seq-lens", "0"], "argument --seq-lens: '0' is not a positive integer"),
+    "seq_lens_negative": (["--seq-lens", "16,-4"], "argument --seq-lens: '-4' is not a positive"),
+    "seq_lens_not_a_number": (["--seq-lens", "abc"], "argument --seq-lens: 'abc' is not a posit"),
+    "seq_lens_empty_list": (["--seq-lens", ","], "argument --seq-lens: no values in ','"),
+    "min_seq_len_zero": (["--min-seq-len", "0"], "argument --min-seq-len: '0' is not a positive"),
+    "max_seq_len_negative": (["--max-seq-len", "-1"], "argument --max-seq-len: '-1' is not a po"),
+    "min_seq_len_above_max": (
+        ["--min-seq-len", "2048", "--max-seq-len", "1024"],
+        "argument --min-seq-len: 2048 is above --max-seq-len 1024",
+    ),
+    "no_power_of_two_between_min_and_max": (
+        ["--min-seq-len", "100", "--max-seq-len", "120"],
+        "argument --min-seq-len: no power of two from --min-seq-len 100 to --max-seq-len 120",
+    ),
+    "batch_zero": (["--batch", "0"], "argument --batch: '0' is not a positive integer"),
+    "batch_negative": (["--batch", "-1"], "argument --batch: '-1' is not a positive integer"),
+    "d_model_zero": (["--d-model", "0"], "argument --d-model: '0' is not a positive integer"),
+    "heads_zero": (["--heads", "0"], "argument --heads: '0' is not a positive integer"),
+    "heads_not_dividing_d_model": (["--heads", "3"], "argument --heads: 3 does not divide --d-mo"),
+    "head_dims_zero": (["--head-dims", "0"], "argument --head-dims: '0' is not a positive"),
+    "head_dims_above_d_model": (
+        ["--head-dims", "64"],
+        "argument --head-dims: 64 does not divide --d-model 32",
+    ),
+    "device_unknown": (["--device", "foo"], "argument --device: expected cpu, cuda, cuda:N or mps"),
+    "device_bad_index": (["--device", "cuda:abc"], "argument --device: expected cpu, cuda, cud"),
+    "device_torch_knows_but_not_here": (["--device", "meta"], "argument --device: expected cpu,"),
+    "out_under_a_file": (
+        ["--out", "{file}/results"],
+        "argument --out: cannot create '{file}/results': '{file}' is a file",
+    ),
+    "out_is_a_file": (["--out", "{file}"], "argument --out: '{file}' is a file, not a folder"),
+    "min_run_time_nan": (["--min-run-time", "nan"], "argument --min-run-time: expected a positi"),
+    "min_run_time_infinite": (["--min-run-time", "inf"], "argument --min-run-time: expected a p"),
+    "min_run_time_negative": (["--min-run-time", "-1"], "argument --min-run-time: expected a po"),
+    "time_budget_zero": (["--time-budget", "0"], "argument --time-budget: expected a positive"),
+    "time_budget_nan": (["--time-budget", "nan"], "argument --time-budget: expected a positive"),
+    "dry_run_of_t_zero": (["--dry-run", "--seq-lens", "0"], "argument --seq-lens: '0' is not a "),
+    "run_name_escaping_out": (["--run-name", "../../x"], "argument --run-name: expected a file"),
+    "run_name_with_a_folder": (["--run-name", "a/b"], "argument --run-name: expected a file stem"),
+    "contender_unknown": (["--contenders", "fast"], "argument --contenders: unknown contender"),
+    "contenders_empty_list": (["--contenders", ","], "argument --contenders: no values in ','"),
+    "dtype_unknown": (["--dtypes", "float8"], "argument --dtypes: unknown dtype 'float8'"),
+    "backend_unknown": (["--backends", "fastest"], "argument --backends: unknown backend"),
+    "mode_unknown": (["--modes", "sideways"], "argument --modes: unknown mode 'sideways'"),
+    "contender_that_no_backend_runs": (
+        ["--contenders", "torch_mha", "--backends", "math"],
+        "argument --contenders: torch_mha runs only under the default backend",
+    ),
+    "preset_unknown": (["--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
+}
+QUICK = ["--preset", "tiny", "--contenders", "sdpa_direct", "--backends", "default"]
+QUICK += ["--modes", "forward", "--causal", "no", "--no-progress", "--no-plots"]
+
+
+def _files_under(folder):
+    return sorted((p.relative_to(folder).as_posix(), p.read_bytes()) for p in folder.rglob("*"))
+
+
+def _no_timing(*args, **kwargs):
+    pytest.fail("a measurement started: the flag was not refused")  # not caught by the sweep
+
+
+def assert_refused(command, prog, argv, fragment, tmp_path, capsys, monkeypatch):
+    """``command(argv)`` exits with code 2 and one line on stderr holding ``fragment``, having
+    printed nothing else and written nothing. "{out}" in argv and fragment is a fresh folder
+    under ``tmp_path``, "{file}" an existing file beside it. A flag that slips through fails
+    at its first measurement (``--min-run-time nan`` would time for ever)."""
+    monkeypatch.setattr("helpers.bench.runner.median_seconds", _no_timing)
+    monkeypatch.setattr("helpers.bench.decode.median_seconds", _no_timing)
+    (tmp_path / "a-file").write_text("kept")
+    before = _files_under(tmp_path)
+    given = {"out": str(tmp_path / "out"), "file": str(tmp_path / "a-file")}
+    with pytest.raises(SystemExit) as done:
+        command(["--out", given["out"], *(a.format(**given) for a in argv)])
+    out, err = capsys.readouterr()
+    assert done.value.code == 2
+    assert err.startswith(f"{prog}: error: ") and err.count("\n") == 1, err
+    assert fragment.format(**given) in err
+    assert out == ""  # not even the plan
+    assert _files_under(tmp_path) == before
+
+
+@pytest.mark.parametrize(("flags", "fragment"), BAD_FLAGS.values(), ids=BAD_FLAGS.keys())
+def test_a_bad_flag_is_one_line_of_error_exit_code_2_and_nothing_written(
+    tmp_path, capsys, monkeypatch, flags, fragment
+):
+    argv = [*QUICK, *flags]
+    assert_refused(main, "python -m benchmarks", argv, fragment, tmp_path, capsys, monkeypatch)
+
+
+def test_a_cuda_index_beyond_the_gpus_is_named_before_anything_runs(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    problem = runner_module.device_problem(torch.device("cuda:1"))
+    assert problem == "device 'cuda:1' is not available: this machine has 1 CUDA GPU(s)"
+    assert runner_module.device_problem(torch.device("cuda:0")) is None
+
+
+def test_a_flag_replaces_the_presets_other_way_of_saying_it(capsys):
+    # gpu-goals sets --head-dims 64,128; --heads 4 replaces them (it used to be ignored).
+    assert main(["--preset", "gpu-goals", "--heads", "4", "--dry-run"]) == 0
+    assert "plan: 144 measurements on cuda" in capsys.readouterr().out  # 288 with two head sizes
+    # tiny sets T = 16 ... 32 as --min/--max-seq-len, so --max-seq-len 64 adds T = 64.
+    assert main(["--preset", "tiny", "--device", "cpu", "--max-seq-len", "64", "--dry-run"]) == 0
+    assert "plan: 108 measurements" in capsys.readouterr().out  # 36 series x 3 lengths
 
 
 # --- plots and summaries on a hand-made table --------------------------------------------------
@@ -514,6 +620,10 @@ def test_command_runs_without_ipywidgets_or_jupyter(tmp_path):
         assert main(["--preset", "tiny", "--device", "cpu", "--contenders", "fused_sdpa",
                      "--seq-lens", "8", "--out", {str(tmp_path)!r}, "--no-progress"]) == 0
         assert main(["--check-goals", {str(tmp_path)!r}]) == 0
+        from benchmarks.decode import main as decode_main
+        assert decode_main(["--preset", "tiny", "--device", "cpu", "--max-seq-len", "64",
+                            "--kv-heads", "8", "--out", {str(tmp_path / "decode")!r},
+                            "--no-progress"]) == 0
         tops = {{m.split(".")[0] for m, module in sys.modules.items() if module is not None}}
         where = {{m: getattr(sys.modules[m], "__file__", None) for m in tops}}
         print("imported:", json.dumps({{m: f for m, f in where.items() if f}}))

@@ -69,7 +69,7 @@ def test_masked_heatmap_puts_zero_weight_exactly_where_the_mask_blocks(mask_type
 
 
 def test_masked_heatmap_rejects_a_sentence_outside_the_batch():
-    with pytest.raises(ValueError, match="sentence must be 0..2"):
+    with pytest.raises(ValueError, match=r"sentence must lie in 0\.\.2, got 3"):
         render_masked_heatmap("none", 3)
 
 

@@ -10,6 +10,7 @@ import pytest
 from notebook_tools import verdict
 from plot_tools import grid_tiles
 
+from helpers.data import random_batch
 from helpers.numpy_attention import MultiHeadAttention, combine_heads, split_heads
 from helpers.widgets import explore
 from helpers.widgets.heads import D_MODEL, make_model, render_heads, shape_trace
@@ -91,3 +92,15 @@ def test_exercise_checker_rejects_a_plausible_wrong_answer(name, wrong):
 def test_exercise_checkers_accept_the_helpers_as_answers():
     assert verdict("split_into_heads", split_heads) == "passed"
     assert verdict("merge_heads", combine_heads) == "passed"
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [np.float64, np.float32, np.float16, np.dtype("float32"), "float32"],
+    ids=["float64", "float32", "float16", "a_numpy_dtype_object", "a_dtype_name"],
+)
+def test_random_batch_gives_the_same_normal_draws_in_every_floating_dtype(dtype):
+    x = random_batch(2, 3, 4, seed=5, dtype=dtype)
+    want = np.random.default_rng(5).standard_normal((2, 3, 4))
+    assert x.shape == (2, 3, 4) and x.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(x, want.astype(dtype))

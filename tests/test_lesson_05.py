@@ -144,8 +144,31 @@ def test_head_browser_names_an_out_of_range_head():
         render_head_browser(_maps(), [list("abcd")] * 3, head=2, example=0)
 
 
-def test_strongest_keys_is_the_argmax_of_each_row():
-    assert strongest_keys(np.array([[0.1, 0.9], [0.7, 0.3]])) == [1, 0]
+# Each query's strongest keys, compared as the course prints weights (two decimals): a tie
+# names every tied key, never the first of them as argmax would.
+STRONGEST = [
+    pytest.param([[0.1, 0.9], [0.7, 0.3]], [(1,), (0,)], id="a_single_largest_key_is_named_alone"),
+    pytest.param([[0.4, 0.4, 0.2]], [(0, 1)], id="two_keys_tied_for_the_largest_are_both_named"),
+    pytest.param(
+        [[0.2, 0.399, 0.401]], [(1, 2)], id="keys_that_print_alike_to_two_decimals_are_tied"
+    ),
+    pytest.param([[0.2, 0.394, 0.406]], [(2,)], id="keys_that_print_apart_are_not_tied"),
+    pytest.param([[0.25] * 4], [(0, 1, 2, 3)], id="an_even_row_names_every_key"),
+]
+
+
+@pytest.mark.parametrize(("weights", "want"), STRONGEST)
+def test_strongest_keys_name_every_key_tied_for_the_largest_weight(weights, want):
+    assert strongest_keys(np.array(weights)) == want
+
+
+def test_head_browser_caption_names_every_tied_key_and_says_what_a_tie_means():
+    maps = {"stage": np.array([[[[0.5, 0.5, 0.0], [0.1, 0.8, 0.1], [1 / 3] * 3]]])}  # (1, 1, 3, 3)
+    _, text = render_head_browser(maps, [list("abc")], head=0, example=0)
+    assert "stage: query i looks most at key [(0, 1), 1, (0, 1, 2)]" in text
+    assert "(i, j): keys tied for the largest weight as printed (two decimals)" in text
+    _, text = render_head_browser(_maps(), [list("abcd")] * 3, head=0, example=0)
+    assert "tied" not in text  # no tie, no note: the caption reads as before
 
 
 def test_head_browser_explorer_redraws_when_driven_headless():

@@ -70,10 +70,10 @@ def test_split_rows_hands_each_head_its_columns_under_the_blocked_layout():
 def test_fused_split_picture_marks_misread_rows_and_says_so():
     fig, text = fused_layout.render_fused_split(3, "[Q | K | V] blocks", "(3, h, d_k)")
     assert "every row read correctly" in fig.axes[1].get_title(loc="left")
-    assert "Q True, K True, V True" in text and "head 2: Q <- rows  8..11 (q2)" in text
+    assert "Q True, K True, V True" in text and "head 2: Q <- rows  8..11 (hold q2)" in text
     fig, text = fused_layout.render_fused_split(3, "per-head interleaved", "(3, h, d_k)")
     assert "24 rows misread" in fig.axes[1].get_title(loc="left")
-    assert "Q False, K False, V False" in text and "head 1: Q <- rows  4.. 7 (k0)" in text
+    assert "Q False, K False, V False" in text and "head 1: Q <- rows  4.. 7 (hold k0)" in text
     plt.close("all")
 
 

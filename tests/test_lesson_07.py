@@ -133,12 +133,31 @@ def test_sdpa_memory_grows_linearly_and_the_weights_quadratically():
     assert ratio(lambda t: kernel_memory.sdpa_bytes(t, 64, "float16")) == 2
 
 
-def test_longest_fitting_is_the_last_length_that_fits():
+# The longest T that fits, or 0 when not even T = 1 fits: never a length that does not fit.
+FITTING = [
+    pytest.param(1e6, 577, id="the_last_length_that_fits"),
+    pytest.param(3, 1, id="only_t_one_fits"),
+    pytest.param(2.9, 0, id="nothing_fits_is_zero_not_one"),
+    pytest.param(0, 0, id="no_memory_fits_nothing"),
+]
+
+
+@pytest.mark.parametrize(("memory", "want"), FITTING)
+def test_longest_fitting_is_the_last_length_that_fits(memory, want):
     def need(t):
         return 3 * t * t
 
-    best = kernel_memory.longest_fitting(need, memory=1e6)
-    assert need(best) <= 1e6 < need(best + 1)
+    best = kernel_memory.longest_fitting(need, memory)
+    assert best == want
+    assert (best == 0 or need(best) <= memory) and need(best + 1) > memory
+
+
+def test_kernel_memory_says_when_nothing_fits_instead_of_claiming_t_one(monkeypatch):
+    monkeypatch.setitem(kernel_memory.DEVICES, "tiny (1 KiB)", ("Tesla T4", 1024))
+    _, text = kernel_memory.render_kernel_memory(9, 64, "float32", "tiny (1 KiB)")
+    # float32, B = 4, h = 16: the weights take 256 T^2 bytes, SDPA's tensors 65,792 T bytes
+    assert "  the weights alone fit up to T = 2\n" in text
+    assert "  SDPA's tensors do not fit at any T, not even T = 1" in text
 
 
 def test_kernel_memory_text_gives_flops_peak_time_and_what_fits():
@@ -146,7 +165,8 @@ def test_kernel_memory_text_gives_flops_peak_time_and_what_fits():
     assert "T = 4096, d_k = 64, bfloat16" in text
     assert "0.275 TFLOP: at least 0.278 ms at the 989 TFLOP/s dense peak" in text
     assert "explicit weights (B, h, T, T):" in text and "2.000 GiB" in text
-    assert "the weights alone fit up to T = 34,391" in text  # isqrt(141 GiB / (4 * 16 * 2 B))
+    assert "on H200 (141 GB), 140.4 GiB usable:" in text  # 143771 MiB, as nvidia-smi reports
+    assert "the weights alone fit up to T = 34,318" in text  # isqrt(143771 MiB / (4 * 16 * 2 B))
     assert fig.axes[0].get_title().endswith("T = 4,096")
     _, text = kernel_memory.render_kernel_memory(12, 64, "bfloat16", "T4 (16 GB)")
     assert "no bfloat16 peak listed for this GPU" in text  # a T4 has no bf16 tensor cores
@@ -167,12 +187,24 @@ def test_kernel_memory_names_the_bad_argument(args, message):
         kernel_memory.render_kernel_memory(*args)
 
 
-@pytest.mark.parametrize(("label", "entry"), kernel_memory.DEVICES.items())
-def test_explorer_memory_is_the_labels_binary_gigabytes(label, entry):
-    name, memory = entry
-    size = float(re.search(r"\((\d+) GB\)", label).group(1))
-    assert memory == size * 2**30
+# What each GPU's driver reports as its memory (nvidia-smi's memory.total, MiB): all a program
+# can ever use, and less than the data sheet's "GB" read as GiB.
+USABLE_MIB = {
+    "T4 (16 GB)": 15360,  # ECC on, as in Colab: 15.0 GiB
+    "RTX 4090 (24 GB)": 24564,
+    "A100 (80 GB)": 81920,
+    "H100 SXM (80 GB)": 81559,  # 79.6 GiB
+    "H200 (141 GB)": 143771,  # 140.4 GiB
+}
+
+
+@pytest.mark.parametrize(("label", "mib"), USABLE_MIB.items())
+def test_explorer_memory_is_what_the_driver_reports_not_the_label_read_as_gib(label, mib):
+    name, memory = kernel_memory.DEVICES[label]
+    assert memory == mib * 2**20
+    assert memory <= float(re.search(r"\((\d+) GB\)", label).group(1)) * 2**30
     assert find_peak(name) is not None  # each explorer GPU has a peak to quote
+    assert set(kernel_memory.DEVICES) == set(USABLE_MIB)
 
 
 def test_kernel_memory_explorer_redraws_when_driven_headless():
@@ -198,7 +230,8 @@ def _memory_cell():
 
 def test_memory_cell_is_checked_and_proves_the_explicit_path_holds_scores_and_weights():
     cell = _memory_cell()
-    assert "NBVAL_IGNORE_OUTPUT" not in cell.source  # its output is the proof, so nbval checks it
+    # its output is the proof, so nbval checks it: no ignore tag
+    assert "nbval-ignore-output" not in cell.metadata.get("tags", [])
     config = BenchConfig(
         contenders=("naive", "fused_sdpa"),
         causal=(False,),

@@ -1,4 +1,5 @@
-"""Notebook 09's helpers: the online softmax, tiled attention, its backward, and the Triton kernel.
+"""Notebook 09's helpers: the online softmax, tiled attention, its backward, and the Triton kernel;
+then the notebook's exercises and its tiling explorer.
 
 The yardsticks are independent: the NumPy reference attention (which forms every weight),
 torch's autograd for the gradients, and ``F.scaled_dot_product_attention`` for the kernel.
@@ -9,13 +10,15 @@ from __future__ import annotations
 import importlib.util
 import tracemalloc
 
+import ipywidgets as widgets
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import flash, masks
+from helpers import exercises, flash, masks
 from helpers import numpy_attention as npa
+from helpers.widgets import explore, tiling
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 
@@ -145,3 +148,179 @@ def test_bad_input_to_the_flash_helpers_gets_a_clear_error(case):
     call, error, message = BAD[case]
     with pytest.raises(error, match=message):
         call()
+
+
+# --- notebook 09's exercises -----------------------------------------------------------------
+
+
+def _results(name, fn, capsys):
+    exercises.check(name, fn)
+    return exercises.RESULTS[name], capsys.readouterr().out
+
+
+def test_every_exercise_of_notebook_09_rejects_a_stub(capsys):
+    names = [e.name for e in exercises.for_notebook("09")]
+    assert sorted(names) == ["online_step", "tile_kind", "tile_step"]
+    for name in names:
+
+        def stub(*args):
+            raise NotImplementedError
+
+        assert _results(name, stub, capsys)[0] == "not attempted"
+
+
+def test_online_step_rejects_a_total_that_is_never_rescaled(capsys):
+    def forgets_to_rescale(m, total, block):
+        m_new = max(m, block.max())
+        return m_new, total + np.exp(block - m_new).sum()
+
+    result, out = _results("online_step", forgets_to_rescale, capsys)
+    assert result == "failed" and "check 2 of 4 failed" in out and "exp(2 - 4)" in out
+
+
+def test_online_step_rejects_sums_against_the_old_max(capsys):
+    def uses_the_old_max(m, total, block):
+        m_new = max(m, block.max())
+        start = m if np.isfinite(m) else m_new
+        return m_new, total + np.exp(block - start).sum()
+
+    result, out = _results("online_step", uses_the_old_max, capsys)
+    assert result == "failed" and "check 2 of 4 failed" in out
+
+
+def test_online_step_rejects_a_step_written_for_blocks_of_two_only(capsys):
+    def pairs_only(m, total, block):  # right for section 1's blocks of two, wrong otherwise
+        m_new = max(m, block[:2].max())
+        return m_new, total * np.exp(m - m_new) + np.exp(block[:2] - m_new).sum()
+
+    result, out = _results("online_step", pairs_only, capsys)
+    assert result == "failed" and "check 4 of 4 failed" in out and "blocks of 3" in out
+
+
+def test_tile_step_rejects_an_output_that_is_never_rescaled(capsys):
+    def forgets_acc(m, total, acc, s, v_tile):
+        m_new = np.maximum(m, s.max(axis=-1))
+        rescale = np.exp(m - m_new)
+        p = np.exp(s - m_new[:, None])
+        return m_new, total * rescale + p.sum(axis=-1), acc + p @ v_tile
+
+    result, out = _results("tile_step", forgets_acc, capsys)
+    assert result == "failed" and "check 2 of 3 failed" in out and "is acc rescaled" in out
+
+
+def test_tile_step_rejects_a_version_that_turns_masked_scores_into_nan(capsys):
+    def subtracts_the_tile_max(m, total, acc, s, v_tile):  # -inf - (-inf) for hidden rows
+        m_new = np.maximum(m, s.max(axis=-1))
+        p = np.exp(s - s.max(axis=-1, keepdims=True)) * np.exp(s.max(axis=-1) - m_new)[:, None]
+        rescale = np.exp(m - m_new)
+        return m_new, total * rescale + p.sum(axis=-1), acc * rescale[:, None] + p @ v_tile
+
+    with np.errstate(invalid="ignore"):
+        result, out = _results("tile_step", subtracts_the_tile_max, capsys)
+    assert result == "failed" and "check 3 of 3 failed" in out and "not NaN" in out
+
+
+def test_tile_kind_rejects_an_off_by_one_skip_and_a_forgotten_offset(capsys):
+    def off_by_one(q_start, q_stop, k_start, k_stop, offset):
+        if k_start >= q_stop - 1 + offset:
+            return "skipped"
+        return "full" if k_stop - 1 <= q_start + offset else "masked"
+
+    def ignores_offset(q_start, q_stop, k_start, k_stop, offset):
+        return tiling.tile_kind(q_start, q_stop, k_start, k_stop, 0)
+
+    result, out = _results("tile_kind", off_by_one, capsys)
+    assert result == "failed" and "check 2 of 3 failed" in out
+    result, out = _results("tile_kind", ignores_offset, capsys)
+    assert result == "failed" and "check 3 of 3 failed" in out and "offset 32" in out
+
+
+# --- the tiling explorer ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("T_q", "T_k"), [(48, 48), (50, 50), (16, 48), (45, 20)])
+@pytest.mark.parametrize(("block_q", "block_k"), [(16, 16), (12, 8), (7, 13)])
+@pytest.mark.parametrize("bottom_right", [False, True])
+def test_tile_kinds_agree_with_the_mask_they_summarise(T_q, T_k, block_q, block_k, bottom_right):
+    offset = T_k - T_q if bottom_right else 0
+    grid = tiling.tile_grid(T_q, T_k, block_q, block_k, True, offset)
+    seen = np.arange(T_k)[None, :] <= np.arange(T_q)[:, None] + offset
+    for (a, b), kind in np.ndenumerate(grid):
+        tile = seen[a * block_q : (a + 1) * block_q, b * block_k : (b + 1) * block_k]
+        assert kind == ("full" if tile.all() else "masked" if tile.any() else "skipped")
+
+
+def test_the_skipped_tiles_are_the_ones_the_tiled_helper_never_visits():
+    """The grid's count of running tiles is the number of tiles flash_forward computes."""
+    visited = []
+    real_update = flash._online_update
+
+    def counting(m, l, acc, s, v_tile):  # noqa: E741
+        visited.append(s.shape)
+        return real_update(m, l, acc, s, v_tile)
+
+    q, k, v = problem(48, 48, batch=())
+    flash._online_update = counting
+    try:
+        flash.flash_forward(q, k, v, 16, 8, is_causal=True)
+    finally:
+        flash._online_update = real_update
+    grid = tiling.tile_grid(48, 48, 16, 8, True)
+    assert len(visited) == int((grid != "skipped").sum()) == 12
+
+
+def test_the_row_trace_ends_in_the_rows_max_and_sum_and_rescales_only_when_the_max_grows():
+    scores = tiling.demo_scores()
+    for row, block_q, block_k, causal in [(40, 32, 8, True), (47, 16, 12, False), (0, 12, 8, True)]:
+        steps = tiling.row_trace(scores[row], row, block_q, block_k, causal)
+        visible = scores[row, : row + 1] if causal else scores[row]
+        assert steps[-1].m == visible.max()
+        np.testing.assert_allclose(steps[-1].total, np.exp(visible - visible.max()).sum())
+        assert steps[0].rescale == 0.0
+        for before, after in zip(steps, steps[1:], strict=False):
+            assert (after.rescale < 1.0) == (after.m > before.m)
+
+
+def test_the_tiling_caption_counts_tiles_and_follows_the_row():
+    fig, text = tiling.render_tiling(32, 8, True, 40)
+    assert "10 of 12 tiles run (6 masked inside), 2 skipped" in text
+    assert "visits 6 key tiles" in text and "keys 40-47" in text
+    assert "m = max of the row (True), total = sum of exp(score - m) (True)" in text
+    fig, text = tiling.render_tiling(12, 8, True, 0)
+    assert "visits 2 key tiles" in text and "tile max  none" in text
+    fig, text = tiling.render_tiling(16, 16, False, 5)
+    assert "9 of 9 tiles run (0 masked inside), 0 skipped" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((0, 8, True, 3), ValueError, "block_q must be positive, got 0"),
+        ((8, 8, "yes", 3), TypeError, "is_causal must be True or False"),
+        ((8, 8, True, 48), ValueError, r"row must be a query row in 0\.\.47, got 48"),
+    ],
+)
+def test_the_tiling_explorer_names_the_bad_argument(args, error, message):
+    with pytest.raises(error, match=message):
+        tiling.render_tiling(*args)
+
+
+def test_the_tiling_explorer_redraws_when_driven_headless():
+    block_q = widgets.Dropdown(options=tiling.BLOCK_SIZES, value=32)
+    causal = widgets.Checkbox(value=True)
+    row = widgets.IntSlider(value=40, min=0, max=tiling.T - 1)
+    box = explore(
+        tiling.render_tiling,
+        block_q=block_q,
+        block_k=widgets.Dropdown(options=tiling.BLOCK_SIZES, value=8),
+        is_causal=causal,
+        row=row,
+    )
+    assert "10 of 12 tiles run" in box.caption.value
+    first = box.image.value
+    causal.value = False
+    assert box.image.value != first and "12 of 12 tiles run" in box.caption.value
+    row.value = 3
+    assert "query row 3" in box.caption.value
+    block_q.value = 8
+    assert "its block holds rows 0-7" in box.caption.value

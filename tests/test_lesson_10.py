@@ -3,18 +3,27 @@
 The scores are checked on hand-made attention patterns whose answer is known; the shipped
 model is checked for the circuit the lesson teaches (a previous-token head in layer 0 that the
 induction heads of layer 1 depend on); and the training command must reproduce such a model.
+Then the notebook's exercises (each rejects a stub and plausible wrong answers) and its
+explorer (rendered as a function, and driven headless).
 """
 
 from __future__ import annotations
 
+import copy
+import re
 import subprocess
 import sys
+from functools import partial
 
+import ipywidgets as widgets
 import pytest
 import torch
+from notebook_tools import verdict
 
+from helpers import exercises
 from helpers.induction import data, scores, training
 from helpers.induction.model import AttentionOnlyTransformer
+from helpers.widgets import explore, heads_trained
 
 HALF, VOCAB = 8, 20
 
@@ -115,6 +124,16 @@ BAD = {
         ValueError,
         r"weights must be \(..., h, T, T\) with T = 2 \* half = 16, got shape \(1, 2, 5, 5\)",
     ),
+    "an_ablated_head_that_does_not_exist": (
+        lambda: training.make_model()(torch.zeros(1, 4, dtype=torch.long), ablate={(1, 4)}),
+        ValueError,
+        r"ablate holds \(layer, head\) pairs with layer in 0..1 and head in 0..3, got \(1, 4\)",
+    ),
+    "an_ablated_layer_that_does_not_exist": (
+        lambda: training.make_model()(torch.zeros(1, 4, dtype=torch.long), ablate={(2, 0)}),
+        ValueError,
+        r"got \(2, 0\)",
+    ),
     "tokens_of_one_dimension": (
         lambda: training.make_model()(torch.zeros(5, dtype=torch.long)),
         ValueError,
@@ -128,3 +147,212 @@ def test_bad_input_to_the_induction_helpers_gets_a_clear_error(case):
     call, error, message = BAD[case]
     with pytest.raises(error, match=message):
         call()
+
+
+# --- notebook 10's exercises -----------------------------------------------------------------
+
+EXERCISES = ("previous_token_score", "induction_score", "ablate_head")
+
+
+def test_notebook_10_registers_its_three_exercises():
+    assert {e.name for e in exercises.for_notebook("10")} == set(EXERCISES)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_every_exercise_of_notebook_10_reports_a_stub_as_not_attempted(name):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert verdict(name, stub) == "not attempted"
+
+
+def _previous(weights, half, offset=1, queries=None):
+    q = torch.arange(half, 2 * half) if queries is None else queries
+    return weights[..., q, q - offset].mean(dim=-1)
+
+
+def _induction(weights, tokens, half, after=1, keep_wrap=False):
+    B, T = tokens.shape
+    out = torch.zeros(B, weights.shape[1], dtype=weights.dtype)
+    for b in range(B):
+        picked = []
+        for t in range(half, T):
+            j = int((tokens[b, :half] == tokens[b, t]).nonzero())
+            if j + 1 < half or keep_wrap:
+                picked.append(weights[b, :, t, min(j + after, t)])
+        out[b] = torch.stack(picked).mean(dim=0)
+    return out
+
+
+def _ablate(model, layer, head, rows=False, in_place=False):
+    ablated = model if in_place else copy.deepcopy(model)
+    attention = ablated.attention[layer]
+    d_k = attention.d_k
+    with torch.no_grad():
+        if rows:  # zeroes output features of the layer, not the head's input to out_proj
+            attention.out_proj.weight[head * d_k : (head + 1) * d_k] = 0.0
+        else:
+            attention.out_proj.weight[:, head * d_k : (head + 1) * d_k] = 0.0
+    return ablated
+
+
+def _ablate_value_rows(model, layer, head):
+    """Zero the head's value projection instead: its output is zero too, so this is right."""
+    ablated = copy.deepcopy(model)
+    attention = ablated.attention[layer]
+    D, d_k = attention.d_model, attention.d_k
+    with torch.no_grad():
+        rows = slice(2 * D + head * d_k, 2 * D + (head + 1) * d_k)
+        attention.qkv_proj.weight[rows] = 0.0
+        attention.qkv_proj.bias[rows] = 0.0
+    return ablated
+
+
+RIGHT = {
+    "previous_token_score": [scores.previous_token_score, _previous],
+    "induction_score": [scores.induction_score, _induction],
+    "ablate_head": [_ablate, _ablate_value_rows],
+}
+WRONG = {
+    "previous_token_score": {
+        "every_query": lambda w, half: _previous(w, half, queries=torch.arange(1, 2 * half)),
+        "the_diagonal": lambda w, half: _previous(w, half, offset=0),
+        "two_back": lambda w, half: _previous(w, half, offset=2),
+        "sums_instead_of_averaging": lambda w, half: _previous(w, half) * half,
+    },
+    "induction_score": {
+        "the_earlier_copy_itself": lambda w, tok, half: _induction(w, tok, half, after=0),
+        "keeps_the_wrap": lambda w, tok, half: _induction(w, tok, half, keep_wrap=True),
+        "averages_over_sequences": lambda w, tok, half: scores.induction_score(w, tok, half).mean(
+            0
+        ),
+    },
+    "ablate_head": {
+        "zeroes_rows_not_columns": lambda m, layer, head: _ablate(m, layer, head, rows=True),
+        "edits_the_original": lambda m, layer, head: _ablate(m, layer, head, in_place=True),
+        "wrong_layer": lambda m, layer, head: _ablate(m, 1 - layer, head),
+        "always_layer_0": lambda m, layer, head: _ablate(m, 0, head),
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "answer"), [(n, a) for n, answers in RIGHT.items() for a in answers]
+)
+def test_notebook_10_exercises_pass_right_answers(name, answer):
+    assert verdict(name, answer) == "passed"
+
+
+@pytest.mark.parametrize(
+    ("name", "mistake"), [(n, m) for n, mistakes in WRONG.items() for m in mistakes]
+)
+def test_notebook_10_exercises_reject_plausible_wrong_answers(name, mistake):
+    assert verdict(name, WRONG[name][mistake]) == "failed"
+
+
+def test_an_ablation_that_edits_the_original_is_caught_and_leaves_the_checkers_model_whole():
+    assert verdict("ablate_head", WRONG["ablate_head"]["edits_the_original"]) == "failed"
+    model, tokens = exercises.nb10._trained_and_tokens()
+    with torch.no_grad():
+        assert torch.equal(model(tokens)[0], training.load_trained()(tokens)[0]), (
+            "a learner's mistake damaged the checker's model"
+        )
+
+
+CAUGHT_BY = [
+    ("previous_token_score", "every_query", 3, "averages over every query"),
+    ("induction_score", "the_earlier_copy_itself", 2, "should score 1"),
+    ("induction_score", "keeps_the_wrap", 3, "differ from the reference"),
+    ("induction_score", "averages_over_sequences", 1, "expected (B, h) = (4, 3)"),
+    ("ablate_head", "zeroes_rows_not_columns", 2, "zero that head's columns of out_proj.weight"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "mistake", "check", "message"), CAUGHT_BY, ids=[c[1] for c in CAUGHT_BY]
+)
+def test_each_check_of_notebook_10s_exercises_says_what_is_wrong(
+    name, mistake, check, message, capsys
+):
+    exercises.check(name, WRONG[name][mistake])
+    out = capsys.readouterr().out
+    assert f"check {check} of" in out and message in out, out
+
+
+# --- notebook 10's explorer ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained_and_sequences():
+    tokens, shifts = data.repeated_sequences(64, training.CONFIG["half"],
+                                             training.CONFIG["vocab"], seed=7)  # fmt: skip
+    return training.load_trained(), tokens, shifts
+
+
+def test_ablation_choices_offer_nothing_every_head_and_every_layer():
+    choices = heads_trained.ablation_choices(2, 4)
+    assert list(choices)[0] == "nothing" and choices["nothing"] == frozenset()
+    assert choices["layer 1 head 3"] == frozenset({(1, 3)})
+    assert choices["all of layer 0"] == frozenset({(0, 0), (0, 1), (0, 2), (0, 3)})
+    assert len(choices) == 1 + 8 + 2
+
+
+def test_explorer_shows_the_induction_stripe_vanish_without_the_previous_token_head(
+    trained_and_sequences,
+):
+    model, tokens, shifts = trained_and_sequences
+    fig, text = heads_trained.render_trained_heads(model, tokens, shifts, 1, 2, 5, "nothing")
+    assert "layer 1 head 2 here: previous-token score" in text
+    clean = float(text.split("induction score ")[1].split()[0])
+    assert clean > 0.8 and fig.axes[0].get_title() == "layer 1, head 2"
+    fig, text = heads_trained.render_trained_heads(model, tokens, shifts, 1, 2, 5, "layer 0 head 0")
+    assert float(text.split("induction score ")[1].split()[0]) < 0.3
+    without, ablated = (float(x) for x in re.findall(r"(\d+\.\d+) with", text))
+    assert ablated > 10 * without, text
+    assert len(fig.axes[1].get_lines()) >= 2  # the loss with and without the ablation
+
+
+def test_explorer_says_when_the_head_it_shows_is_itself_switched_off(trained_and_sequences):
+    model, tokens, shifts = trained_and_sequences
+    fig, _ = heads_trained.render_trained_heads(model, tokens, shifts, 0, 0, 0, "all of layer 0")
+    assert "its output is zeroed" in fig.axes[0].get_title()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((2, 0, 0, "nothing"), "layer must be an int in 0..1, got 2"),
+        ((0, 4, 0, "nothing"), "head must be an int in 0..3, got 4"),
+        ((0, 0, 64, "nothing"), "example must be an int in 0..63, got 64"),
+        ((0, 0, 0, "layer 2 head 0"), "ablate must be one of"),
+    ],
+)
+def test_explorer_names_the_bad_argument(trained_and_sequences, args, message):
+    model, tokens, shifts = trained_and_sequences
+    with pytest.raises(ValueError, match=re.escape(message)):
+        heads_trained.render_trained_heads(model, tokens, shifts, *args)
+
+
+def test_explorer_rejects_tokens_and_shifts_that_do_not_match(trained_and_sequences):
+    model, tokens, shifts = trained_and_sequences
+    with pytest.raises(ValueError, match=r"tokens must be \(B, 2 L\) and shifts \(B,\)"):
+        heads_trained.render_trained_heads(model, tokens, shifts[:3], 0, 0, 0, "nothing")
+
+
+def test_trained_heads_explorer_redraws_when_driven_headless(trained_and_sequences):
+    model, tokens, shifts = trained_and_sequences
+    ablate = widgets.Dropdown(options=list(heads_trained.ablation_choices(2, 4)), value="nothing")
+    head = widgets.ToggleButtons(options=[0, 1, 2, 3], value=2)
+    box = explore(
+        partial(heads_trained.render_trained_heads, model, tokens, shifts),
+        layer=widgets.ToggleButtons(options=[0, 1], value=1),
+        head=head,
+        example=widgets.IntSlider(value=5, min=0, max=63),
+        ablate=ablate,
+    )
+    first, caption = box.image.value, box.caption.value
+    ablate.value = "layer 0 head 0"
+    assert box.image.value != first and "with layer 0 head 0 ablated" in box.caption.value
+    assert box.caption.value != caption
+    head.value = 0
+    assert "layer 1 head 0 here" in box.caption.value

@@ -6,14 +6,19 @@ short and each row varies several things at once: world size, mask, dtype, layou
 
 from __future__ import annotations
 
+import multiprocessing
+import re
 import time
 
+import ipywidgets as widgets
 import pytest
 import torch
 import torch.nn.functional as F
+from notebook_tools import verdict
 
-from helpers import masks, parallel
+from helpers import exercises, masks, parallel, parallel_demo
 from helpers import torch_attention as ta
+from helpers.widgets import explore, parallel_layout
 
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5}
 
@@ -155,3 +160,221 @@ def test_bad_input_to_the_parallel_helpers_gets_a_clear_error(case):
     call, error, message = BAD[case]
     with pytest.raises(error, match=message):
         call()
+
+
+# --- notebook 11's exercises ------------------------------------------------------------------
+
+
+def right_shard(weight, num_heads, rank, world_size):
+    width = weight.shape[1] // world_size
+    rows = slice(rank * width, (rank + 1) * width)
+    w_q, w_k, w_v = weight.chunk(3)
+    return torch.cat((w_q[rows], w_k[rows], w_v[rows]))
+
+
+def right_merge(out_a, m_a, l_a, out_b, m_b, l_b):
+    m = torch.maximum(m_a, m_b)
+    w_a, w_b = l_a * torch.exp(m_a - m), l_b * torch.exp(m_b - m)
+    return (out_a * w_a[..., None] + out_b * w_b[..., None]) / (w_a + w_b)[..., None], m, w_a + w_b
+
+
+def right_block_pair(queries, keys):
+    if keys.min() > queries.max():
+        return "skip"
+    return "full" if keys.max() <= queries.min() else "partial"
+
+
+RIGHT = {
+    "shard_qkv_weight": right_shard,
+    "merge_partials": right_merge,
+    "causal_block_pair": right_block_pair,
+}
+
+
+def test_notebook_11_has_three_exercises_that_reject_a_stub_and_pass_a_right_answer():
+    assert sorted(e.name for e in exercises.for_notebook("11")) == sorted(RIGHT)
+    for name, right in RIGHT.items():
+
+        def stub(*args):
+            raise NotImplementedError
+
+        assert verdict(name, stub) == "not attempted"
+        assert verdict(name, right) == "passed", name
+
+
+def test_shard_exercise_rejects_one_contiguous_slice_of_the_fused_weight(capsys):
+    def one_slice(weight, num_heads, rank, world_size):  # rank 0 would get only Q rows
+        rows = weight.shape[0] // world_size
+        return weight[rank * rows : (rank + 1) * rows]
+
+    exercises.check("shard_qkv_weight", one_slice)
+    assert exercises.RESULTS["shard_qkv_weight"] == "failed"
+    assert "your rows are one slice of the fused weight" in capsys.readouterr().out
+
+
+def test_merge_exercise_rejects_sums_that_were_not_rescaled_to_the_new_max(capsys):
+    def unscaled(out_a, m_a, l_a, out_b, m_b, l_b):
+        total = l_a + l_b  # forgets that l_a and l_b were taken against different maxima
+        out = (out_a * l_a[..., None] + out_b * l_b[..., None]) / total[..., None]
+        return out, torch.maximum(m_a, m_b), total
+
+    exercises.check("merge_partials", unscaled)
+    assert exercises.RESULTS["merge_partials"] == "failed"
+    assert "check 2 of 3 failed" in capsys.readouterr().out
+
+
+def test_merge_exercise_rejects_a_right_output_with_an_unscaled_sum(capsys):
+    def stale_sum(out_a, m_a, l_a, out_b, m_b, l_b):  # out and m right, l not rescaled
+        out, m, _ = right_merge(out_a, m_a, l_a, out_b, m_b, l_b)
+        return out, m, l_a + l_b
+
+    exercises.check("merge_partials", stale_sum)
+    assert exercises.RESULTS["merge_partials"] == "failed"
+    assert "l is not the sum of exp(score - m) over both blocks" in capsys.readouterr().out
+
+
+def test_merge_exercise_rejects_a_merge_that_divides_by_a_block_that_saw_no_key(capsys):
+    def relative_to_b(out_a, m_a, l_a, out_b, m_b, l_b):  # right unless l_b = 0, m_b = -inf
+        m = torch.maximum(m_a, m_b)
+        ratio = l_a / l_b * torch.exp(m_a - m_b)  # a's weight relative to b's
+        out = (out_b + out_a * ratio[..., None]) / (1 + ratio)[..., None]
+        return out, m, l_a * torch.exp(m_a - m) + l_b * torch.exp(m_b - m)
+
+    exercises.check("merge_partials", relative_to_b)
+    assert exercises.RESULTS["merge_partials"] == "failed"
+    assert "check 3 of 3 failed" in capsys.readouterr().out
+
+
+def test_block_pair_exercise_rejects_a_strict_rule_for_a_full_pair(capsys):
+    def strict(queries, keys):  # key 5 may be seen by query 5: `<` calls that pair partial
+        if keys.min() > queries.max():
+            return "skip"
+        return "full" if keys.max() < queries.min() else "partial"
+
+    exercises.check("causal_block_pair", strict)
+    assert exercises.RESULTS["causal_block_pair"] == "failed"
+    assert "query 5, key 5: expected 'full', got 'partial'" in capsys.readouterr().out
+
+
+# --- notebook 11's explorers ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("num_heads", "world_size"), [(4, 2), (8, 4), (6, 3), (2, 1)])
+def test_head_owners_are_read_from_the_shards_and_give_each_rank_whole_heads(num_heads, world_size):
+    rows, columns = parallel_layout.head_owners(num_heads, world_size)
+    D, width = num_heads * parallel_layout.D_K, num_heads * parallel_layout.D_K // world_size
+    assert rows.shape == (3 * D,) and columns.shape == (D,)
+    expected = torch.arange(D) // width  # in every block, feature f belongs to rank f // width
+    assert rows.tolist() == expected.repeat(3).tolist()
+    assert columns.tolist() == expected.tolist()
+
+
+def test_heads_picture_says_what_each_rank_holds():
+    fig, text = parallel_layout.render_heads_split(4, 2)
+    assert "rank 1: heads 2-3; qkv_proj rows 4-7, 12-15, 20-23; out_proj columns 4-7" in text
+    assert "128 of 256 weights" in text and len(fig.axes) == 2
+
+
+def test_ring_schedule_passes_blocks_on_and_skips_causal_pairs_with_nothing_allowed():
+    schedule = parallel_layout.ring_schedule(4, 2, "contiguous", True)
+    assert schedule["holds"] == [3, 0, 1, 2]
+    assert schedule["sends"] == [(0, 1, 3), (1, 2, 0), (2, 3, 1), (3, 0, 2)]
+    assert schedule["skipped"] == [0] and schedule["pairs_so_far"] == [10, 26, 26, 26]
+    last = parallel_layout.ring_schedule(4, 4, "contiguous", True)
+    assert last["sends"] == [] and last["pairs_so_far"] == [10, 26, 42, 58]
+    zigzag = parallel_layout.ring_schedule(4, 4, "zigzag", True)
+    assert zigzag["pairs_so_far"] == [34, 34, 34, 34] and zigzag["skipped"] == []
+    no_mask = parallel_layout.ring_schedule(2, 2, "contiguous", False)
+    assert no_mask["pairs_so_far"] == [128, 128]
+
+
+def test_ring_picture_says_who_holds_and_sends_what():
+    fig, text = parallel_layout.render_ring(4, 2, "contiguous", True)
+    assert "rank 0: queries 0-3; holds K,V block 3 (12-15), skips it" in text
+    assert (
+        "rank 1: queries 4-7; holds K,V block 0 (0-3), computes 16 allowed pairs; sends K,V 0"
+        in text
+    )
+    assert len(fig.axes) == 3
+    _, text = parallel_layout.render_ring(4, 4, "zigzag", True)
+    assert "sends" not in text.split("\n", 1)[1] and "[34, 34, 34, 34]" in text
+
+
+def test_spans_writes_positions_as_short_ranges():
+    assert parallel_layout.spans([0, 1, 2, 14, 15]) == "0-2, 14-15"
+    assert parallel_layout.spans(torch.tensor([7])) == "7"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: parallel_layout.render_heads_split(6, 4), ValueError,
+         "world_size=4 must divide num_heads=6: each rank holds whole heads"),
+        (lambda: parallel_layout.render_ring(4, 5, "zigzag", True), ValueError,
+         "step=5, but with 4 ranks the ring takes 4 steps: pick a step from 1 to 4"),
+        (lambda: parallel_layout.render_ring(4, 1, "striped", True), ValueError,
+         "layout must be one of ('contiguous', 'zigzag'), got 'striped'"),
+        (lambda: parallel_layout.render_ring(4, 1, "zigzag", 1), TypeError, "is_causal"),
+        (lambda: parallel_layout.render_heads_split(4.0, 2), TypeError, "num_heads must be an int"),
+    ],
+    ids=["heads-not-divisible", "step-past-the-ring", "unknown-layout", "causal-not-bool",
+         "heads-a-float"],
+)  # fmt: skip
+def test_the_explorers_name_the_bad_argument(call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call()
+
+
+def test_heads_explorer_redraws_when_driven_headless():
+    heads = widgets.Dropdown(options=parallel_layout.HEAD_COUNTS, value=8)
+    ranks = widgets.Dropdown(options=parallel_layout.WORLD_SIZES, value=4)
+    box = explore(parallel_layout.render_heads_split, num_heads=heads, world_size=ranks)
+    first = box.image.value
+    assert "4 ranks of 2 heads each" in box.caption.value
+    ranks.value = 2
+    assert box.image.value != first and "2 ranks of 4 heads each" in box.caption.value
+    heads.value = 6
+    ranks.value = 4
+    assert "must divide num_heads=6" in box.caption.value
+
+
+def test_ring_explorer_steps_and_its_slider_stops_at_the_number_of_ranks():
+    ranks = widgets.Dropdown(options=[2, 3, 4, 8], value=4)
+    step = widgets.IntSlider(value=4, min=1, max=4)
+    widgets.dlink((ranks, "value"), (step, "max"))  # as the notebook wires it
+    layout = widgets.ToggleButtons(options=parallel_layout.LAYOUTS, value="contiguous")
+    causal = widgets.Checkbox(value=True)
+    box = explore(parallel_layout.render_ring, world_size=ranks, step=step, layout=layout,
+                  is_causal=causal)  # fmt: skip
+    assert "[10, 26, 42, 58]" in box.caption.value
+    first = box.image.value
+    layout.value = "zigzag"
+    assert box.image.value != first and "[34, 34, 34, 34]" in box.caption.value
+    ranks.value = 2
+    assert step.value == 2 and "step 2 of 2" in box.caption.value
+
+
+# --- the failing worker of section 6 ----------------------------------------------------------
+
+
+def test_the_notebooks_failing_worker_reports_its_own_rank_and_leaves_nothing_running():
+    """Rank 0 sleeps instead of waiting in a collective, so the error is always rank 1's."""
+    start = time.monotonic()
+    with pytest.raises(
+        RuntimeError, match=r"^worker 1 of 2 failed: ValueError: rank 1 stopped on purpose$"
+    ):
+        parallel.spawn(parallel_demo.fail_on_rank, 2, (1,))
+    assert time.monotonic() - start < 45, "rank 0 was left to sleep out its minute"
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize(
+    ("bad_rank", "error", "message"),
+    [
+        (2, ValueError, "bad_rank must lie in 0..1, got 2"),
+        ("1", TypeError, "bad_rank must be an int"),
+    ],
+)
+def test_the_failing_worker_checks_its_arguments(bad_rank, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        parallel_demo.fail_on_rank(0, 2, bad_rank)

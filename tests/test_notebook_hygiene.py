@@ -11,6 +11,8 @@ from notebook_tools import code_cells, read
 
 from tools.course import colab_badge, setup_cell_source
 
+# tqdm's text form of a bar: "training: 100%|██████████| 150/150" (count done / total)
+PROGRESS_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*(\d+)/(\d+)")
 MACHINE_PATH = re.compile(r"(/work/|/tmp/|/root/|/home/[a-z]+/|/Users/[A-Za-z]+/|[A-Z]:\\\\)")
 MAX_BYTES = 2_000_000
 
@@ -46,3 +48,21 @@ def test_notebook_starts_with_badge_and_the_shared_setup_cell(path):
     assert nb.cells[0].cell_type == "markdown"
     assert colab_badge(path.name) in nb.cells[0].source, "Colab badge missing or out of date"
     assert code_cells(nb)[0].source == setup_cell_source(), "setup cell differs from the shared one"
+
+
+def test_varying_output_is_marked_by_the_tag_not_a_comment(path):
+    for i, cell in enumerate(code_cells(read(path))):
+        assert "NBVAL_IGNORE_OUTPUT" not in cell.source, (
+            f"code cell {i}: give it the nbval-ignore-output cell tag instead of the comment"
+        )
+
+
+def test_committed_progress_bars_are_finished(path):
+    for i, cell in enumerate(code_cells(read(path))):
+        for output in cell.outputs:
+            text = output.get("data", {}).get("text/plain", "")
+            for done, total in PROGRESS_BAR.findall(text):
+                assert done == total, (
+                    f"code cell {i} shows the bar {text!r} unfinished: "
+                    "re-run the notebook with python -m tools.run_notebooks"
+                )

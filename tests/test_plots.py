@@ -1,13 +1,19 @@
 """helpers.plots: the one-head heatmap and the head grid keep the course's heatmap conventions
-(viridis, fixed 0..1, token labels, values written only when small) and show the right numbers."""
+(viridis, fixed 0..1, token labels, values written only when small), show the right numbers, and
+look exactly as they did when seaborn drew them."""
 
 from __future__ import annotations
+
+import io
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+import seaborn as sns
+import torch
 from plot_tools import grid_canvas, grid_tiles
 
+from helpers import plots
 from helpers.plots import (
     ANNOTATE_CELLS_UP_TO,
     CMAP,
@@ -15,6 +21,7 @@ from helpers.plots import (
     attention_heatmap,
     head_grid,
 )
+from helpers.torch_attention import MultiHeadAttention
 
 
 def softmax_rows(rng, shape) -> np.ndarray:
@@ -114,3 +121,97 @@ def test_attention_heatmap_draws_the_weights_on_a_fixed_zero_to_one_range():
     assert (mesh.norm.vmin, mesh.norm.vmax) == (0.0, 1.0)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
     plt.close(ax.figure)
+
+
+def _module_weights(dtype: torch.dtype) -> torch.Tensor:
+    """Weights ``(B, h, T, T) = (1, 2, 3, 3)`` straight from the course's module, in ``dtype``."""
+    torch.manual_seed(0)
+    module = MultiHeadAttention(8, 2).to(dtype)
+    _, weights = module(torch.randn(1, 3, 8, dtype=dtype), need_weights=True)
+    return weights
+
+
+# The weights a learner gets from the course's own module, passed straight to the pictures.
+TENSOR_WEIGHTS = [
+    pytest.param(lambda: _module_weights(torch.float32), id="weights_that_require_grad"),
+    pytest.param(lambda: _module_weights(torch.bfloat16), id="bfloat16_weights"),
+    pytest.param(lambda: _module_weights(torch.float16), id="float16_weights"),
+    pytest.param(lambda: _module_weights(torch.float64).detach(), id="float64_weights"),
+]
+
+
+@pytest.mark.parametrize("make", TENSOR_WEIGHTS)
+def test_plots_draw_the_weights_of_the_course_s_own_module(make):
+    weights = make()  # (1, h, T, T)
+    requires_grad, dtype = weights.requires_grad, weights.dtype
+    want = weights.detach().double().numpy()  # every float dtype is exact in float64
+    fig = head_grid(weights[0])
+    np.testing.assert_array_equal(grid_tiles(fig), want[0])
+    ax = attention_heatmap(weights[0, 1])
+    drawn = np.asarray(ax.collections[0].get_array()).reshape(3, 3)
+    np.testing.assert_array_equal(drawn, want[0, 1])
+    assert (weights.requires_grad, weights.dtype) == (requires_grad, dtype), "left as it was"
+    plt.close("all")
+
+
+def test_a_nan_weight_draws_a_blank_cell_on_purpose():
+    weights = np.array([[1.0, np.nan], [0.5, 0.5]])  # e.g. a row not generated yet
+    ax = attention_heatmap(weights, annotate=False)
+    drawn = np.ma.filled(ax.collections[0].get_array().astype(float), np.nan).reshape(2, 2)
+    np.testing.assert_array_equal(drawn, weights)
+    plt.close(ax.figure)
+
+
+def _seaborn_mesh(weights, ax, annotate, fontsize, colorbar=True, cbar_ax=None):
+    """What the pictures drew with seaborn, before they drew the mesh themselves (faster)."""
+    sns.heatmap(
+        weights,
+        ax=ax,
+        annot=annotate,
+        annot_kws={"fontsize": fontsize},
+        cbar=colorbar,
+        cbar_ax=cbar_ax,
+        vmin=0.0,
+        vmax=1.0,
+        cmap=CMAP,
+        fmt=".2f",
+        xticklabels=False,
+        yticklabels=False,
+    )
+
+
+def _pixels(fig) -> np.ndarray:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="rgba", dpi=72)
+    plt.close(fig)
+    return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
+
+
+def _one_head(weights, annotate, colorbar):
+    fig, ax = plt.subplots(figsize=(5.0, 4.0))
+    tokens = list("abcdef")
+    attention_heatmap(
+        weights, tokens, tokens, ax=ax, title="t", annotate=annotate, colorbar=colorbar
+    )
+    return fig
+
+
+# Small and large, written and not, light and dark cells, a blank (NaN) cell, ties.
+PICTURES = [
+    pytest.param(lambda w: _one_head(w[0], True, True), id="one_head_with_values"),
+    pytest.param(lambda w: _one_head(w[1], False, False), id="one_head_plain"),
+    pytest.param(lambda w: head_grid(w[:, 1:4, 1:4], list("abc"), list("xyz")), id="small_grid"),
+    pytest.param(lambda w: head_grid(w, list("abcdef"), list("uvwxyz")), id="grid_of_two"),
+    pytest.param(lambda w: head_grid(np.tile(w, (3, 1, 1))), id="grid_of_six"),
+]
+
+
+@pytest.mark.parametrize("draw", PICTURES)
+def test_the_heatmaps_draw_exactly_what_seaborn_s_heatmap_drew(rng, monkeypatch, draw):
+    weights = softmax_rows(rng, (2, 6, 6))
+    weights[0, 0] = [1.0, 0, 0, 0, 0, 0]  # the lightest and darkest cells
+    weights[0, 1] = 1 / 6  # a row of ties
+    weights[1, 2, 3] = np.nan  # a blank cell
+    ours = _pixels(draw(weights))
+    monkeypatch.setattr(plots, "_weights_mesh", _seaborn_mesh)
+    np.testing.assert_array_equal(ours, _pixels(draw(weights)))

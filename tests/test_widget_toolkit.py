@@ -1,17 +1,33 @@
-"""The explorer toolkit redraws when a control moves, headless, and reports bad input; every
-lesson's explorer redraws fast enough to feel live."""
+"""The explorer toolkit redraws when a control moves, headless, and reports bad input; its
+pictures are cropped as a tight savefig crops them; every lesson's explorer redraws fast enough
+to feel live (how fast: ``python -m benchmarks.redraw``)."""
 
 from __future__ import annotations
 
+import gc
+import io
+import weakref
 from functools import partial
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+import PIL.Image
 import pytest
 
 from helpers.data import toy_sentence
-from helpers.widgets import explore, fused_layout, kernel_memory
+from helpers.env import FIGURE_DPI
+from helpers.induction import data, training
+from helpers.widgets import (
+    decoding,
+    explore,
+    figure_to_png,
+    fused_layout,
+    heads_trained,
+    kernel_memory,
+    parallel_layout,
+    tiling,
+)
 from helpers.widgets.first_look import render_sharpness
 from helpers.widgets.heads import render_heads
 from helpers.widgets.masking import MASK_TYPES, SENTENCES, render_masked_heatmap
@@ -19,7 +35,7 @@ from helpers.widgets.one_query import MAX_SCALE, render_one_query
 from helpers.widgets.scaling import MAX_D_K, render_scaling
 from helpers.widgets.training import render_head_browser
 
-REDRAW_BUDGET = 1.0  # seconds for the best of three redraws; a redraw takes ~0.1-0.2 s
+REDRAW_BUDGET = 1.0  # seconds for the best of three redraws; python -m benchmarks.redraw times them
 
 
 def _render(n: int):
@@ -50,6 +66,65 @@ def test_explorer_shows_a_render_error_in_its_caption():
     assert box.image.value[:4] == b"\x89PNG" and box.image.layout.display is None
 
 
+def _png(data: bytes) -> np.ndarray:
+    return np.asarray(PIL.Image.open(io.BytesIO(data)))
+
+
+def _labelled_figure(left_of_it: float | None = None):
+    """A figure 4 inches wide whose title and tilted labels reach past its edges; and text that
+    starts ``left_of_it`` inches to the left of it."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [1, 0])
+    ax.set_title("a title", fontsize=20)
+    ax.set_xticks([0, 1], ["a long label", "another one"], rotation=45)
+    if left_of_it is not None:
+        fig.text(-left_of_it / 4, 0.5, "far out on the left")  # in fractions of the figure
+    return fig
+
+
+# Far beyond the spare room the toolkit leaves it to matplotlib's tight savefig: RGBA.
+@pytest.mark.parametrize(
+    ("left_of_it", "channels"), [(None, 3), (0.5, 3), (3.0, 4)], ids=["own", "near", "far"]
+)
+def test_explorer_pictures_are_cropped_as_a_tight_savefig_crops_them(left_of_it, channels):
+    tight = io.BytesIO()
+    _labelled_figure(left_of_it).savefig(tight, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
+    fig = _labelled_figure(left_of_it)
+    ours = _png(figure_to_png(fig))
+    assert not plt.fignum_exists(fig.number), "closed, so a notebook does not show it twice"
+    want = _png(tight.getvalue()).shape[:2]
+    assert np.abs(np.subtract(ours.shape[:2], want)).max() <= 3, f"{ours.shape} vs {want}"
+    assert ours.shape[2] == channels, "an opaque picture is written without its alpha channel"
+
+
+def test_explorer_pictures_keep_their_transparency():
+    fig = _labelled_figure()
+    fig.patch.set_alpha(0.0)
+    picture = _png(figure_to_png(fig))
+    assert picture.shape[2] == 4 and picture[0, 0, 3] == 0
+
+
+def test_a_redraw_frees_its_figure_at_once_and_leaves_the_collector_as_it_was():
+    figures = []
+
+    def render(n: int):
+        fig, text = _render(n)
+        figures.append(weakref.ref(fig))
+        return fig, text
+
+    slider = widgets.IntSlider(value=2, min=1, max=10)
+    explore(render, n=slider)
+    slider.value = 3
+    assert gc.isenabled() and all(ref() is None for ref in figures), "no full collection needed"
+    gc.disable()  # a learner's own choice is kept
+    try:
+        slider.value = 4
+        slider.value = 9  # an error too
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def _head_browser():
     """Notebook 05's head browser, over maps of the notebook's size: 6 examples, 2 heads, T = 8."""
     raw = np.random.default_rng(0).random((6, 2, 8, 8))
@@ -62,6 +137,20 @@ def _head_browser():
         partial(render_head_browser, maps, letters),
         head=widgets.IntSlider(value=0, min=0, max=1),
         example=widgets.IntSlider(value=0, min=0, max=5),
+    )
+
+
+def _trained_heads():
+    """Notebook 10's explorer over the shipped model and 64 held-out sequences."""
+    tokens, shifts = data.repeated_sequences(64, 16, 64, seed=7)
+    return explore(
+        partial(heads_trained.render_trained_heads, training.load_trained(), tokens, shifts),
+        layer=widgets.ToggleButtons(options=[0, 1], value=1),
+        head=widgets.ToggleButtons(options=[0, 1, 2, 3], value=2),
+        example=widgets.IntSlider(value=5, min=0, max=63),
+        ablate=widgets.Dropdown(
+            options=list(heads_trained.ablation_choices(2, 4)), value="nothing"
+        ),
     )
 
 
@@ -147,6 +236,67 @@ EXPLORERS = [
         "log2_t",
         [15, 16, 17],
         id="07_kernel_memory",
+    ),
+    pytest.param(
+        lambda: explore(
+            decoding.render_decoding,
+            step=widgets.IntSlider(value=5, min=1, max=decoding.STEPS),
+        ),
+        "step",
+        [6, 7, 8],
+        id="08_decoding",
+    ),
+    pytest.param(
+        lambda: explore(
+            decoding.render_kv_sharing,
+            num_heads=widgets.Dropdown(options=decoding.HEAD_COUNTS, value=32),
+            num_kv_heads=widgets.Dropdown(options=decoding.HEAD_COUNTS, value=8),
+            model=widgets.Dropdown(options=list(decoding.MODELS), value=list(decoding.MODELS)[1]),
+            log2_t=widgets.IntSlider(value=13, min=decoding.LOG2_T[0], max=decoding.LOG2_T[1]),
+        ),
+        "num_kv_heads",
+        [4, 2, 1],
+        id="08_kv_sharing",
+    ),
+    pytest.param(
+        lambda: explore(
+            tiling.render_tiling,
+            block_q=widgets.Dropdown(options=tiling.BLOCK_SIZES, value=32),
+            block_k=widgets.Dropdown(options=tiling.BLOCK_SIZES, value=8),
+            is_causal=widgets.Checkbox(value=True),
+            row=widgets.IntSlider(value=40, min=0, max=tiling.T - 1),
+        ),
+        "row",
+        [30, 20, 10],
+        id="09_tiling",
+    ),
+    pytest.param(
+        _trained_heads,
+        "ablate",
+        ["layer 0 head 0", "all of layer 1", "nothing"],
+        id="10_trained_heads",
+    ),
+    pytest.param(
+        lambda: explore(
+            parallel_layout.render_heads_split,
+            num_heads=widgets.Dropdown(options=parallel_layout.HEAD_COUNTS, value=8),
+            world_size=widgets.Dropdown(options=parallel_layout.WORLD_SIZES, value=4),
+        ),
+        "world_size",
+        [2, 8, 1],
+        id="11_heads_split",
+    ),
+    pytest.param(
+        lambda: explore(
+            parallel_layout.render_ring,
+            world_size=widgets.Dropdown(options=[2, 3, 4, 8], value=8),
+            step=widgets.IntSlider(value=1, min=1, max=8),
+            layout=widgets.ToggleButtons(options=parallel_layout.LAYOUTS, value="zigzag"),
+            is_causal=widgets.Checkbox(value=True),
+        ),
+        "step",
+        [2, 3, 4],
+        id="11_ring",
     ),
 ]
 

@@ -5,7 +5,9 @@
 - every notebook's "Open in Colab" badge and its setup cell (the first code cell), from
   :func:`tools.course.colab_badge` and :func:`tools.course.setup_cell_source`; outputs,
   execution counts and metadata are left exactly as they are;
-- the README's Colab badges and its syllabus table, read from each notebook's first cell.
+- the README's Colab badges and its syllabus table, read from each notebook's first cell;
+- the README's map of where each lesson's code lives, read from what each notebook imports
+  and from the files that exist (exercise module, test file, TEACHING.md section).
 
 ``python -m tools.sync --check`` changes nothing and exits with status 1 if anything is out of
 date. To publish the course from another repository: set ``REPO_URL`` and ``REF`` in
@@ -29,6 +31,9 @@ BADGE = re.compile(
 )
 TABLE_START = "<!-- syllabus:start (python -m tools.sync writes this table) -->"
 TABLE_END = "<!-- syllabus:end -->"
+MAP_START = "<!-- map:start (python -m tools.sync writes this table) -->"
+MAP_END = "<!-- map:end -->"
+IMPORT = re.compile(r"^\s*(?:from|import)\s+(helpers(?:\.\w+)*)(?:\s+import\s+([\w, ()]+))?", re.M)
 
 
 def badges_in(text: str) -> list[tuple[str, str]]:
@@ -83,14 +88,73 @@ def syllabus_table(syllabus: list[Lesson]) -> str:
     return "\n".join(rows)
 
 
-def synced_readme(text: str, syllabus: list[Lesson]) -> str:
-    """README text with fresh badges and a fresh syllabus table between the markers."""
-    text = refresh_badges(text)
-    start, end = text.find(TABLE_START), text.find(TABLE_END)
+def helper_modules(path: Path) -> list[str]:
+    """The ``helpers`` modules a notebook's code imports, as dotted names, in first-use order."""
+    nb = nbformat.read(path, as_version=4)
+    found: list[str] = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for module, names in IMPORT.findall(cell.source):
+            candidates = [module]
+            if module in ("helpers", "helpers.widgets", "helpers.bench") and names:
+                candidates = [f"{module}.{n.strip()}" for n in names.strip("()").split(",")]
+            modules = [name for name in candidates if _is_module(name)] or [module]
+            found += [name for name in modules if name not in found]
+    return found
+
+
+def _is_module(dotted: str) -> bool:
+    path = ROOT / Path(*dotted.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def teaching_anchor(number: str, teaching: str) -> str:
+    """The GitHub anchor of TEACHING.md's section for lesson ``number`` ("" if none)."""
+    heading = re.search(rf"^###\s+({number}\s.*)$", teaching, re.M)
+    if heading is None:
+        return ""
+    slug = re.sub(r"[^\w\- ]", "", heading.group(1).lower()).replace(" ", "-")
+    return f"[TEACHING](TEACHING.md#{slug})"
+
+
+def map_table(syllabus: list[Lesson], root: Path = ROOT) -> str:
+    """Lesson -> notebook -> library modules -> exercises -> explorer -> tests -> TEACHING."""
+    teaching = (root / "TEACHING.md").read_text(encoding="utf-8")
+    rows = [
+        "| # | Notebook | Library it uses | Exercises | Explorer | Tests | Guide |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for lesson in syllabus:
+        modules = helper_modules(root / "notebooks" / lesson.file)
+        library = [m for m in modules if m.split(".")[1] not in ("env", "exercises", "widgets")]
+        widgets = [m for m in modules if m.startswith("helpers.widgets.")]
+        exercises = f"helpers/exercises/nb{lesson.number}.py"
+        tests = f"tests/test_lesson_{lesson.number}.py"
+        cells = [
+            f"[{lesson.file}](notebooks/{lesson.file})",
+            ", ".join(f"`{m.removeprefix('helpers.')}`" for m in library) or "—",
+            f"[nb{lesson.number}]({exercises})" if (root / exercises).exists() else "—",
+            ", ".join(f"`{m.removeprefix('helpers.widgets.')}`" for m in widgets) or "—",
+            f"[test_lesson_{lesson.number}]({tests})" if (root / tests).exists() else "—",
+            teaching_anchor(lesson.number, teaching) or "—",
+        ]
+        rows.append(f"| {lesson.number} | {' | '.join(cells)} |")
+    return "\n".join(rows)
+
+
+def replace_between(text: str, start_marker: str, end_marker: str, body: str) -> str:
+    """``text`` with everything between the two markers replaced by ``body``."""
+    start, end = text.find(start_marker), text.find(end_marker)
     if start == -1 or end < start:
-        raise ValueError(f"README.md needs the markers {TABLE_START!r} and {TABLE_END!r}")
-    table = syllabus_table(syllabus)
-    return f"{text[: start + len(TABLE_START)]}\n{table}\n{text[end:]}"
+        raise ValueError(f"README.md needs the markers {start_marker!r} and {end_marker!r}")
+    return f"{text[: start + len(start_marker)]}\n{body}\n{text[end:]}"
+
+
+def synced_readme(text: str, syllabus: list[Lesson]) -> str:
+    """README text with fresh badges, syllabus table and map between their markers."""
+    text = replace_between(refresh_badges(text), TABLE_START, TABLE_END, syllabus_table(syllabus))
+    return replace_between(text, MAP_START, MAP_END, map_table(syllabus))
 
 
 def sync_readme(path: Path, write: bool = True) -> bool:

@@ -13,6 +13,8 @@ modules:
 - :mod:`~helpers.bench.report`: ``environment_report`` (device, driver, versions, date).
 - :mod:`~helpers.bench.contenders`: the implementations compared, and ``make_step``.
 - :mod:`~helpers.bench.runner`: ``BenchConfig`` and ``run``, the sweep with OOM handling.
+- :mod:`~helpers.bench.decode`: ``DecodeConfig`` and ``run_decode``, decode steps with and
+  without a KV cache (notebook 08; ``python -m benchmarks.decode``), with their own columns.
 - :mod:`~helpers.bench.results`, :mod:`~helpers.bench.summary`, :mod:`~helpers.bench.plots`:
   reading CSV/JSON results, headline figures, and ``plot_results``.
 - :mod:`~helpers.bench.goals`: ``check_goals``, the verdicts on the GPU goals of issue #5.
@@ -23,7 +25,8 @@ CSV columns (one row per measurement):
 ``device_name``     ``torch.cuda.get_device_name`` (e.g. ``NVIDIA H200``), ``Apple MPS`` or ``CPU (...)``
 ``device_type``     ``cuda``, ``mps`` or ``cpu``
 ``contender``       ``naive``, ``fused_explicit``, ``fused_sdpa``, ``torch_mha``,
-                    ``sdpa_functional``, ``sdpa_direct`` (or ``all`` for a device that is missing)
+                    ``sdpa_functional``, ``sdpa_direct``, ``triton_direct``, ``explicit_direct``
+                    (or ``all`` for a device that is missing)
 ``backend``         SDPA backend forced with ``sdpa_kernel``: ``flash``, ``efficient``, ``cudnn``,
                     ``math``; ``default`` = PyTorch chooses; ``-`` = the contender does not call SDPA
 ``compiled``        True when wrapped in ``torch.compile``
@@ -38,8 +41,8 @@ CSV columns (one row per measurement):
                     allocated before it (inputs and weights not counted). CUDA: allocator
                     statistics; CPU: the profiler's allocation events; empty on MPS ("not measured")
 ``attn_flops``      FLOPs of the attention core (``helpers.bench.flops.attention_flops``)
-``total_flops``     attention core plus the four projections (equal to ``attn_flops`` for
-                    ``sdpa_direct``); causal rows count only the unmasked half
+``total_flops``     attention core plus the four projections (equal to ``attn_flops`` for the
+                    ``*_direct`` contenders); causal rows count only the unmasked half
 ``tflops``          ``total_flops / time``, in TFLOP/s
 ``attn_tflops``     ``attn_flops / time``, in TFLOP/s
 ``peak_tflops``     the device's dense peak for the dtype (``helpers.bench.peaks``); empty if unknown

@@ -1,20 +1,35 @@
 """The contenders of the benchmark: the same attention layer computed different ways.
 
-Each contender maps ``x (B, T, D)`` to ``(B, T, D)`` through four projections and attention,
-except ``sdpa_direct``, the bare attention core on ``q, k, v (B, h, T, d_k)``.
+Each *layer* contender maps ``x (B, T, D)`` to ``(B, T, D)`` through four projections and
+attention; the three ``*_direct`` contenders are the bare attention core on ``q, k, v
+(B, h, T, d_k)``, with no projections.
 
 =================  ====================================================================
 ``naive``          the course's ``MultiHeadAttention``: separate projections, explicit softmax
 ``fused_explicit`` ``FusedMultiHeadAttention(need_weights=True)``: one QKV matmul, explicit
                    attention (the weights are formed and returned)
 ``fused_sdpa``     ``FusedMultiHeadAttention`` with SDPA as the core (``need_weights=False``)
-``torch_mha``      ``torch.nn.MultiheadAttention(batch_first=True)``, ``need_weights=False``
+``torch_mha``      ``torch.nn.MultiheadAttention(batch_first=True)``, ``need_weights=False``,
+                   eval mode; two algorithms (below)
 ``sdpa_functional`` the fused layer written as bare functions (``F.linear``, view, SDPA,
                    ``F.linear``): what the module costs without its checks
 ``sdpa_direct``    ``F.scaled_dot_product_attention(q, k, v)`` alone: the attention core
+``triton_direct``  ``helpers.flash.flash_attention_triton(q, k, v)``: notebook 09's Triton
+                   FlashAttention kernel (forward only; compiled on CUDA, interpreted on a CPU)
+``explicit_direct`` ``helpers.torch_attention.scaled_dot_product_attention``: the core written
+                   out, ``(B, h, T, T)`` weights formed (a boolean causal mask materialised)
 =================  ====================================================================
 
 Contenders that call SDPA can be pinned to one backend with ``torch.nn.attention.sdpa_kernel``.
+
+``torch_mha`` does not run one algorithm in both modes. In ``forward`` (eval mode, under
+``no_grad``) ``nn.MultiheadAttention`` takes its fast path, ``torch._native_multi_head_attention``;
+on the CPU (torch 2.13, read from the profiler) that is explicit attention, ``bmm``, softmax and
+``bmm``, and with the causal mask it is handed a materialised ``(T, T)`` mask
+(``_masked_softmax``). In ``forward_backward`` (gradients on) it runs
+``F.multi_head_attention_forward``, which drops that mask because ``is_causal=True`` is also
+passed, and calls SDPA with ``is_causal``: a fused kernel. Which kernels the fast path reaches on
+CUDA has not been measured yet.
 """
 
 from __future__ import annotations
@@ -29,6 +44,7 @@ from torch import Tensor, nn
 
 from helpers.masks import causal_mask
 from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
+from helpers.torch_attention import scaled_dot_product_attention as explicit_attention
 
 CONTENDERS = (
     "naive",
@@ -37,9 +53,15 @@ CONTENDERS = (
     "torch_mha",
     "sdpa_functional",
     "sdpa_direct",
+    "triton_direct",
+    "explicit_direct",
 )
+# The five layers and sdpa_direct, their core: the default sweep (and the tiny and gpu presets).
+LAYER_SWEEP = CONTENDERS[:6]
+DIRECT = CONTENDERS[5:]  # the attention core alone, no projections: SDPA, Triton, explicit
 PINNABLE = frozenset({"fused_sdpa", "sdpa_functional", "sdpa_direct"})  # take a forced backend
-NO_SDPA = frozenset({"naive", "fused_explicit"})  # never call SDPA: backend "-"
+NO_SDPA = frozenset({"naive", "fused_explicit", "triton_direct", "explicit_direct"})  # backend "-"
+FORWARD_ONLY = frozenset({"triton_direct"})  # the Triton kernel has no backward pass
 BACKENDS = ("default", "flash", "efficient", "cudnn", "math")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -95,10 +117,9 @@ def _layer(case: Case, device: torch.device, dtype: torch.dtype):
     """The model function, its tensor inputs and its parameters for ``case``."""
     B, T, D, h = case.batch, case.seq_len, case.d_model, case.heads
     gen = torch.Generator(device=device if device.type == "cuda" else "cpu").manual_seed(0)
-    if case.contender == "sdpa_direct":
+    if case.contender in DIRECT:
         q, k, v = (_randn((B, h, T, D // h), gen, device, dtype) for _ in "qkv")
-        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)  # noqa: E731
-        return fn, (q, k, v), []
+        return _core(case, device, T), (q, k, v), []
     x = _randn((B, T, D), gen, device, dtype)
     # Only the explicit contenders take a mask tensor (T x T booleans: 1 GiB at T = 32768);
     # the SDPA contenders pass is_causal and never build one.
@@ -128,6 +149,18 @@ def _layer(case: Case, device: torch.device, dtype: torch.dtype):
     return fn, (x,), list(module.parameters())
 
 
+def _core(case: Case, device: torch.device, T: int) -> Callable[..., Tensor]:
+    """The attention core of a ``*_direct`` contender, a function of ``q, k, v (B, h, T, d_k)``."""
+    if case.contender == "sdpa_direct":
+        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=case.causal)
+    if case.contender == "triton_direct":
+        from helpers.flash import flash_attention_triton
+
+        return lambda q, k, v: flash_attention_triton(q, k, v, is_causal=case.causal)
+    mask = torch.from_numpy(causal_mask(T)).to(device) if case.causal else None
+    return lambda q, k, v: explicit_attention(q, k, v, mask)[0]
+
+
 def _functional(module: FusedMultiHeadAttention, causal: bool) -> Callable[[Tensor], Tensor]:
     w, b, h = module.qkv_proj.weight, module.qkv_proj.bias, module.num_heads
     w_o, b_o = module.out_proj.weight, module.out_proj.bias
@@ -149,6 +182,8 @@ def make_step(case: Case, device: torch.device) -> Callable[[], object]:
     """
     if case.dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {case.dtype!r}")
+    if case.mode != "forward" and case.contender in FORWARD_ONLY:
+        raise NotImplementedError(f"{case.contender} has a forward pass only, no {case.mode}")
     fn, inputs, params = _layer(case, device, DTYPES[case.dtype])
     if case.compiled:
         torch._dynamo.reset()  # a fresh cache per size: no recompile limit, no stale graphs

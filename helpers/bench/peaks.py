@@ -3,7 +3,11 @@
 Figures are **dense** (no 2:4 sparsity) tensor-core TFLOP/s with FP32 accumulation, which is what
 PyTorch's bf16/fp16 matmuls use, and the plain FP32 (CUDA-core) rate for float32, since PyTorch
 does not use TF32 for float32 matmuls unless ``torch.backends.cuda.matmul.allow_tf32`` (or
-``torch.set_float32_matmul_precision("high")``) turns it on. Data sheets print the sparse figure
+``torch.set_float32_matmul_precision("high")``) turns it on. That bound is for float32 *matmuls*:
+float32 SDPA on CUDA is not bounded by it. Flash and cuDNN reject float32, so SDPA runs the
+memory-efficient kernel, which on compute capability 8.0 or newer may use tensor cores through
+TF32; a float32 SDPA row's ``peak_fraction`` above 1 is then not a measurement error (not yet
+confirmed on a GPU run of this course: notebook 07, section 7). Data sheets print the sparse figure
 (marked "with sparsity"), twice the dense one. GeForce cards run FP16 with FP32 accumulation at
 half the rate of FP16 with FP16 accumulation; their whitepapers print both and we take the
 first. Sources, by row, with each figure as printed there:

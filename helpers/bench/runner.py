@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from helpers.bench import flops as fl
-from helpers.bench.contenders import NO_SDPA, PINNABLE, Case, make_step
+from helpers.bench.contenders import DIRECT, NO_SDPA, PINNABLE, Case, make_step
 from helpers.bench.peaks import peak_tflops
 from helpers.bench.report import device_name
 from helpers.bench.timing import (
@@ -42,7 +42,11 @@ CAUGHT = (RuntimeError, ValueError, TypeError, NotImplementedError, AssertionErr
 
 @dataclass
 class BenchConfig:
-    """What to measure. ``heads`` lists head counts (d_k = d_model / heads)."""
+    """What to measure. ``heads`` lists head counts (d_k = d_model / heads).
+
+    ``time_budget_s``: stop starting new measurements after this many seconds; None for no
+    budget. The command (``python -m benchmarks``) checks every field before it builds one.
+    """
 
     device: str = "cpu"
     contenders: tuple[str, ...] = ("naive", "fused_explicit", "fused_sdpa", "torch_mha")
@@ -112,29 +116,40 @@ def _time_and_memory(case: Case, device: torch.device, min_run_time: float):
     return median_seconds(step, device, min_run_time), peak_memory_bytes(step, device)
 
 
-def measure(case: Case, device: torch.device, name: str, min_run_time: float) -> dict:
-    """One row: time, memory, FLOPs and rates of ``case``, or its status and reason."""
-    row = {**case.__dict__, "d_k": case.d_k, "device_name": name, "device_type": device.type}
-    mode = "forward" if case.mode == "forward" else "forward_backward"
-    attn = fl.attention_flops(case.batch, case.heads, case.seq_len, case.d_k, case.causal, mode)
-    proj = 0.0
-    if case.contender != "sdpa_direct":
-        proj = fl.projection_flops(case.batch, case.seq_len, case.d_model, mode)
-    row.update(attn_flops=attn, total_flops=attn + proj, peak_tflops=peak_tflops(name, case.dtype))
+def guarded(measurement: Callable[[], object], device: torch.device):
+    """``(measurement(), None)``, or ``(None, (status, reason))`` when it fails as a case may.
+
+    ``status`` is ``"oom"`` or ``"unavailable"``; the reason is the error's first line and the
+    warnings raised on the way (a backend's refusal explains itself in a warning).
+    """
     failure = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            seconds, memory = _time_and_memory(case, device, min_run_time)
+            result = measurement()
         except CAUGHT as error:
             failure = ("oom" if is_out_of_memory(error) else "unavailable", _reason(error, caught))
     # Only now is the error gone, and with its traceback the frames that held the case's
     # tensors: the cache can be given back before the next, larger size.
     if failure is not None or device.type != "cpu":
         free_memory(device)
+    return (None, failure) if failure is not None else (result, None)
+
+
+def measure(case: Case, device: torch.device, name: str, min_run_time: float) -> dict:
+    """One row: time, memory, FLOPs and rates of ``case``, or its status and reason."""
+    row = {**case.__dict__, "d_k": case.d_k, "device_name": name, "device_type": device.type}
+    mode = "forward" if case.mode == "forward" else "forward_backward"
+    attn = fl.attention_flops(case.batch, case.heads, case.seq_len, case.d_k, case.causal, mode)
+    proj = 0.0
+    if case.contender not in DIRECT:
+        proj = fl.projection_flops(case.batch, case.seq_len, case.d_model, mode)
+    row.update(attn_flops=attn, total_flops=attn + proj, peak_tflops=peak_tflops(name, case.dtype))
+    result, failure = guarded(lambda: _time_and_memory(case, device, min_run_time), device)
     if failure is not None:
         row.update(status=failure[0], reason=failure[1])
         return row
+    seconds, memory = result
     tflops = fl.tflops_per_second(row["total_flops"], seconds)
     peak = row["peak_tflops"]
     row.update(
@@ -159,7 +174,16 @@ def device_problem(device: torch.device) -> str | None:
             return "device 'mps' is not available: torch.backends.mps.is_available() is False"
     if device.type not in ("cpu", "cuda", "mps"):
         return f"device {device.type!r} is not supported by the benchmark (cpu, cuda or mps)"
+    if device.type == "cuda" and device.index is not None:
+        count = torch.cuda.device_count()
+        if device.index >= count:
+            return f"device {str(device)!r} is not available: this machine has {count} CUDA GPU(s)"
     return None
+
+
+def out_of_time(budget: float | None, start: float) -> bool:
+    """Whether a budget of ``budget`` seconds (None: no budget) since ``start`` is spent."""
+    return budget is not None and time.perf_counter() - start > budget
 
 
 def run(
@@ -188,7 +212,7 @@ def run(
             live = list(group)
             for i, seq_len in enumerate(lengths):
                 for fields in list(live):
-                    if config.time_budget_s and time.perf_counter() - start > config.time_budget_s:
+                    if out_of_time(config.time_budget_s, start):
                         bar.write(f"time budget of {config.time_budget_s:g} s spent: stopped")
                         return rows
                     case = Case(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from helpers.bench.ceiling import ceiling_fraction
+from helpers.bench.contenders import DIRECT
 
 EXPLICIT = ("naive", "fused_explicit")  # the contenders that form the (B, h, T, T) weights
 
@@ -183,3 +184,35 @@ def headline(
         _memory_line(frame, where),
         *(_peak_line(frame, where, contender) for contender in ("sdpa_direct", "fused_sdpa")),
     ]
+
+
+def kernel_table(frame) -> pd.DataFrame:
+    """The Triton kernel against SDPA's fastest backend and the explicit core, per size.
+
+    One row per (dtype, causal, d_k, T) of forward rows: each kernel's ms per call, the fastest
+    SDPA backend (``sdpa``, with its name), ``ratio`` = Triton time / fastest SDPA time (below 1:
+    the Triton kernel is faster), and the Triton kernel's TFLOP/s and fraction of the device's
+    dense peak (empty where the peak is unknown). A kernel that did not run at a size is empty.
+    """
+    from helpers.bench.results import load_results
+
+    rows = _ok(load_results(frame), mode="forward")
+    rows = rows[rows["contender"].isin(DIRECT)]
+    keys = ["dtype", "causal", "d_k", "seq_len"]
+    table = []
+    for key, group in rows.groupby(keys):
+        best = {c: g.loc[g["time_ms"].idxmin()] for c, g in group.groupby("contender")}
+        triton, sdpa, explicit = (best.get(f"{c}_direct") for c in ("triton", "sdpa", "explicit"))
+        entry = dict(zip(keys, key, strict=True))
+        entry.update(
+            triton_ms=None if triton is None else triton["time_ms"],
+            sdpa_ms=None if sdpa is None else sdpa["time_ms"],
+            sdpa_backend=None if sdpa is None else sdpa["backend"],
+            explicit_ms=None if explicit is None else explicit["time_ms"],
+            ratio=None if triton is None or sdpa is None else triton["time_ms"] / sdpa["time_ms"],
+            triton_tflops=None if triton is None else triton["tflops"],
+            triton_peak=None if triton is None else triton.get("peak_fraction"),
+        )
+        table.append(entry)
+    return pd.DataFrame(table, columns=[*keys, "triton_ms", "sdpa_ms", "sdpa_backend",
+                                        "explicit_ms", "ratio", "triton_tflops", "triton_peak"])  # fmt: skip

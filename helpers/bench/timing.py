@@ -11,9 +11,10 @@ what was allocated before it started (the inputs and weights are not counted; th
 intermediates such as the ``(B, h, T, T)`` weights, and in a backward pass the gradients are).
 On CUDA it comes from ``torch.cuda.max_memory_allocated`` minus ``memory_allocated`` before the
 call. On the CPU it comes from the PyTorch profiler's memory events (``profile_memory=True``):
-each allocation and free of the CPU allocator, added up in time order. On Apple MPS torch keeps
-no peak, so the memory is ``None`` ("not measured") rather than a number that would mean
-something else.
+each allocation and free of the CPU allocator, added up in time order. On Apple MPS the memory
+is ``None`` ("not measured"): recent torch declares a peak for MPS through
+``torch.accelerator.max_memory_allocated``, but the course has not tried it on a Mac, so it
+reports nothing rather than a number it has not checked.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ class AttentionOnlyTransformer(nn.Module):
         """
         validation.require_array("tokens", tokens, Tensor, "torch.Tensor")
         validation.require_ndim("tokens", tokens, (2,), "(B, T)")
+        self._check_ablate(ablate)
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.token_embedding(tokens)  # (B, T, D)
         if not self.rope:
@@ -58,6 +59,17 @@ class AttentionOnlyTransformer(nn.Module):
             x = x + attention.out_proj(combine_heads(heads))
             maps.append(weights)
         return self.readout(x), maps
+
+    def _check_ablate(self, ablate: frozenset[tuple[int, int]]) -> None:
+        """Every ablated (layer, head) must exist."""
+        heads = self.attention[0].num_heads
+        for pair in ablate:
+            if not (isinstance(pair, tuple) and len(pair) == 2
+                    and 0 <= pair[0] < len(self.attention) and 0 <= pair[1] < heads):  # fmt: skip
+                raise ValueError(
+                    f"ablate holds (layer, head) pairs with layer in 0..{len(self.attention) - 1} "
+                    f"and head in 0..{heads - 1}, got {pair!r}"
+                )
 
     @staticmethod
     def _heads(attention: FusedMultiHeadAttention, x: Tensor, positions) -> tuple[Tensor, Tensor]:

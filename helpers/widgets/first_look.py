@@ -9,13 +9,16 @@ from matplotlib.figure import Figure
 from helpers.data import toy_sentence
 from helpers.numpy_attention import softmax
 from helpers.plots import attention_heatmap, quoted, tied_for_largest
+from helpers.validation import require_real
 
 
 def sharpness_weights(sharpness: float) -> tuple[list[str], np.ndarray]:
     """Tokens and weights ``(T, T) = (6, 6)`` = softmax(sharpness * E E^T), toy sentence.
 
-    Behind the first explorer, notebook 00, section 5 (A widget).
+    ``sharpness`` is any finite number (the explorer's slider runs from 0 to 6). Behind the
+    first explorer, notebook 00, section 5 (A widget).
     """
+    require_real("sharpness", sharpness)
     tokens, embeddings = toy_sentence()  # (6, 4)
     return tokens, softmax(sharpness * (embeddings @ embeddings.T), axis=-1)
 

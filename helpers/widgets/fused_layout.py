@@ -17,6 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 
+from helpers.validation import require_non_negative_int, require_positive_int
+
 D_MODEL = 12  # small enough to label every row, divisible by 1, 2, 3, 4, 6 and 12 heads
 LAYOUTS = ("[Q | K | V] blocks", "per-head interleaved")
 SPLITS = ("(3, h, d_k)", "(h, 3, d_k)")  # how the split reads the last axis
@@ -24,9 +26,7 @@ PARTS = "qkv"
 
 
 def _check(num_heads: int, choice: str, allowed: tuple[str, ...], name: str) -> None:
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int):
-        raise TypeError(f"num_heads must be an int, got {type(num_heads).__name__} {num_heads!r}")
-    if num_heads < 1 or D_MODEL % num_heads:
+    if D_MODEL % require_positive_int("num_heads", num_heads):
         raise ValueError(f"num_heads must divide D = {D_MODEL}, got {num_heads}")
     if choice not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {choice!r}")
@@ -86,6 +86,7 @@ def split_matches(num_heads: int, layout: str, split: str, seed: int = 0) -> dic
     """
     _check(num_heads, layout, LAYOUTS, "layout")
     _check(num_heads, split, SPLITS, "split")
+    seed = require_non_negative_int("seed", seed)  # torch's own error would name nothing
     d_k, gen = D_MODEL // num_heads, torch.Generator().manual_seed(seed)
     separate = torch.randn(3, D_MODEL, D_MODEL, generator=gen, dtype=torch.float64)
     x = torch.randn(2, 3, D_MODEL, generator=gen, dtype=torch.float64)  # (B, T, D)
@@ -133,11 +134,14 @@ def render_fused_split(num_heads: int, layout: str, split: str) -> tuple[Figure,
     axes[1].set_xlabel(f"row of the fused weight (3 D = {3 * D_MODEL} rows, h = {num_heads})")
     fig.subplots_adjust(left=0.02, right=0.99, hspace=1.1)  # tight_layout would double the redraw
     rows = split_rows(num_heads, split)
-    lines = [f"D = {D_MODEL}, h = {num_heads}, d_k = {D_MODEL // num_heads}"]
+    lines = [
+        f"D = {D_MODEL}, h = {num_heads}, d_k = {D_MODEL // num_heads}",
+        "the rows the split hands each head's Q, K and V, and what those rows hold:",
+    ]
     for i in range(num_heads):
         spans = [(int(rows[p, i, 0]), int(rows[p, i, -1])) for p in range(3)]
         parts = ", ".join(
-            f"{'QKV'[p]} <- rows {a:>2}..{b:>2} ({truth[a]})" for p, (a, b) in enumerate(spans)
+            f"{'QKV'[p]} <- rows {a:>2}..{b:>2} (hold {truth[a]})" for p, (a, b) in enumerate(spans)
         )
         lines.append(f"head {i}: {parts}")
     matches = split_matches(num_heads, layout, split)

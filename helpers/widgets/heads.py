@@ -19,6 +19,7 @@ from helpers.numpy_attention import (
     split_heads,
 )
 from helpers.plots import head_grid
+from helpers.validation import require_positive_int
 
 D_MODEL = 24  # divisible by 1, 2, 3, 4, 6 and 8 heads (not by 5 or 7)
 SHARPEN = 3.0  # W_q and W_k are scaled up so untrained random heads show visible patterns
@@ -66,7 +67,8 @@ def render_heads(num_heads: int = 4, seq_len: int = 5) -> tuple[Figure, str]:
     B = 1), make every size different. The explorer of notebook 04, section 7
     (Explore: number of heads and sequence length).
     """
-    mha = make_model(num_heads)
+    seq_len = require_positive_int("seq_len", seq_len)
+    mha = make_model(num_heads)  # checks num_heads: a positive int that divides D_MODEL
     x = random_batch(1, seq_len, D_MODEL, seed=0)  # (1, T, D); a longer T keeps the first tokens
     weights, lines = shape_trace(mha, x)
     sizes = f"B = 1, T = {seq_len}, D = {D_MODEL}, h = {num_heads}, d_k = D / h = {mha.d_k}"

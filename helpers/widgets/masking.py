@@ -15,6 +15,7 @@ from helpers.data import toy_sentence
 from helpers.masks import causal_mask, combine, key_mask, padding_mask
 from helpers.numpy_attention import scaled_dot_product_attention
 from helpers.plots import attention_heatmap
+from helpers.validation import require_index
 
 PAD = "<pad>"
 SENTENCES = ("the fox chased a red kite", "a fox chased the kite", "the red kite")
@@ -62,8 +63,7 @@ def render_masked_heatmap(mask_type: str = "padding", sentence: int = 2) -> tupl
     The explorer of notebook 03, section 8 (Explore: mask type → masked heatmap).
     """
     tokens, x, lengths = padded_batch()
-    if sentence not in range(len(tokens)):
-        raise ValueError(f"sentence must be 0..{len(tokens) - 1}, got {sentence!r}")
+    sentence = require_index("sentence", sentence, len(tokens))  # True is not sentence 1
     mask = build_mask(mask_type, lengths, x.shape[1])  # (B, T, T)
     _, weights = scaled_dot_product_attention(x, x, x, mask)  # (B, T, T)
     row = tokens[sentence]

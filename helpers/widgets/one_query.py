@@ -7,8 +7,6 @@ keys, large values put almost all of them on the best-matching key.
 
 from __future__ import annotations
 
-import math
-
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
@@ -16,6 +14,7 @@ from matplotlib.figure import Figure
 from helpers.data import FEATURES, toy_sentence
 from helpers.numpy_attention import softmax
 from helpers.plots import quoted, tied_for_largest
+from helpers.validation import require_real
 
 MAX_SCALE = 20.0  # the largest factor the explorer multiplies the scores by
 BAR = "#3b528b"  # viridis blue: an ordinary key
@@ -32,10 +31,7 @@ def one_query_attention(query: str, scale: float = 1.0) -> dict[str, object]:
     tokens, X = toy_sentence()  # (T, D)
     if query not in tokens:
         raise ValueError(f"query must be one of the words {tokens}, got {query!r}")
-    if isinstance(scale, bool) or not isinstance(scale, int | float | np.integer | np.floating):
-        raise TypeError(f"scale must be a number, got {type(scale).__name__} {scale!r}")
-    if not (math.isfinite(scale) and 0 <= scale <= MAX_SCALE):
-        raise ValueError(f"scale must be between 0 and {MAX_SCALE:g}, got {scale}")
+    require_real("scale", scale, 0.0, MAX_SCALE)
     q = X[tokens.index(query)]  # (D,)
     scores = scale * (X @ q)  # (T,)
     weights = softmax(scores)  # (T,)

@@ -14,7 +14,8 @@ from matplotlib.figure import Figure
 from seaborn.utils import relative_luminance
 
 from helpers.numpy_attention import softmax
-from helpers.plots import CMAP, attention_heatmap, tied_for_largest
+from helpers.plots import CMAP, as_weights, attention_heatmap, tied_for_largest
+from helpers.validation import require_non_negative_int, require_positive_int
 
 MAX_D_K = 256  # the widest queries and keys the explorer draws
 LENGTH = 8  # number of queries and of keys in the explorer
@@ -24,20 +25,17 @@ def softmax_entropy(weights: np.ndarray) -> np.ndarray:
     """Entropy ``-sum_j p_j log p_j`` in nats of each row of ``weights (..., T_k)`` -> ``(...)``.
 
     0 for a row that puts all its weight on one key, ``log(T_k)`` for a uniform row. Zero
-    weights contribute 0 (the limit of p log p), never NaN. Used in notebook 02, section 3
-    (... and without scaling the softmax collapses); exercise 2 of section 4 writes it.
+    weights contribute 0 (the limit of p log p), never NaN; NaN and weights outside 0..1 are
+    refused, not turned into a number. Used in notebook 02, section 3 (... and without scaling
+    the softmax collapses); exercise 2 of section 4 writes it.
     """
-    weights = np.asarray(weights, dtype=float)
-    if weights.ndim < 1 or weights.shape[-1] == 0:
-        raise ValueError(f"weights must have shape (..., T_k) with T_k > 0, got {weights.shape}")
+    weights = as_weights(weights, "(..., T_k)")
     logs = np.log(np.where(weights > 0, weights, 1.0))  # log 1 = 0 where p = 0
     return 0.0 - np.sum(weights * logs, axis=-1)  # 0.0 - 0.0 is 0.0, where -0.0 would print
 
 
 def _check_d_k(d_k: int) -> None:
-    if isinstance(d_k, bool) or not isinstance(d_k, int | np.integer):
-        raise TypeError(f"d_k must be an int, got {type(d_k).__name__} {d_k!r}")
-    if not 1 <= d_k <= MAX_D_K:
+    if require_positive_int("d_k", d_k) > MAX_D_K:
         raise ValueError(f"d_k must be between 1 and {MAX_D_K}, got {d_k}")
 
 
@@ -49,7 +47,8 @@ def random_queries_and_keys(d_k: int, seed: int = 0) -> tuple[np.ndarray, np.nda
     the explorer of notebook 02, section 5 (Explore: d_k and the scaling).
     """
     _check_d_k(d_k)
-    draw = np.random.default_rng(seed).standard_normal((2, LENGTH, MAX_D_K))
+    rng = np.random.default_rng(require_non_negative_int("seed", seed))
+    draw = rng.standard_normal((2, LENGTH, MAX_D_K))
     return draw[0, :, :d_k], draw[1, :, :d_k]
 
 

@@ -1,0 +1,183 @@
+"""Exercises of notebook 09: the online-softmax update, one tile's accumulation, the skip rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from helpers.exercises import assert_shape, exercise
+from helpers.numpy_attention import scaled_dot_product_attention, softmax
+
+
+def _fold(step, scores: np.ndarray, block: int) -> tuple[float, float]:
+    """Run a learner's ``online_step`` over ``scores`` block by block, from the empty state."""
+    m, total = -math.inf, 0.0
+    for start in range(0, len(scores), block):
+        m, total = step(m, total, scores[start : start + block])
+    return float(m), float(total)
+
+
+@exercise(
+    "online_step",
+    notebook="09",
+    hint="m_new = max(m, block.max()); what was kept was summed against the old max, so "
+    "multiply it by exp(m - m_new), then add exp(block - m_new).sum(). Return (m_new, total_new).",
+)
+def _online_step():
+    """Notebook 09, section 8 (Exercises), exercise 1."""
+
+    row = np.array([2.0, 1.0, 4.0, 3.0, 1.0, 0.0, 5.0, 2.0])
+    long_row = np.random.default_rng(90).standard_normal(37) * 6
+
+    def starts_from_nothing(fn):
+        m, total = fn(-math.inf, 0.0, row[:2])
+        assert np.isclose(m, 2.0), f"after the first block [2, 1], m should be 2.0, got {m}"
+        expected = 1 + math.exp(-1)
+        assert np.isclose(total, expected), (
+            f"after the first block [2, 1], total should be exp(0) + exp(-1) = {expected:.4f}, "
+            f"got {total}"
+        )
+
+    def rescales_when_the_max_grows(fn):
+        m, total = fn(2.0, 1 + math.exp(-1), row[2:4])  # the max grows from 2 to 4
+        expected = (1 + math.exp(-1)) * math.exp(2 - 4) + 1 + math.exp(-1)
+        assert np.isclose(m, 4.0), f"the block [4, 3] raises m from 2 to 4, got m = {m}"
+        assert np.isclose(total, expected), (
+            f"the block [4, 3] after (m = 2, total = 1.3679): expected total {expected:.4f} "
+            f"(the old total times exp(2 - 4), plus exp(0) + exp(-1)), got {total}"
+        )
+
+    def keeps_the_total_when_the_max_stays(fn):
+        m, total = fn(4.0, 1.5, row[4:6])  # [1, 0]: no new max
+        expected = 1.5 + math.exp(-3) + math.exp(-4)
+        assert np.isclose(m, 4.0), f"the block [1, 0] leaves m = 4, got {m}"
+        assert np.isclose(total, expected), f"expected total {expected:.4f}, got {total}"
+
+    def folds_to_the_two_pass_softmax(fn):
+        for block in (1, 3, 8, 40):
+            m, total = _fold(fn, long_row, block)
+            got, want = np.exp(long_row - m) / total, softmax(long_row)
+            assert np.allclose(got, want, atol=1e-12), (
+                f"blocks of {block}: exp(x - m) / total differs from the softmax by "
+                f"{np.abs(got - want).max():.2e}"
+            )
+
+    return [
+        ("the first block sets m and total", starts_from_nothing),
+        ("a block with a larger max rescales the old total", rescales_when_the_max_grows),
+        ("a block below the max adds to the total unchanged", keeps_the_total_when_the_max_stays),
+        ("any block size folds to the two-pass softmax", folds_to_the_two_pass_softmax),
+    ]
+
+
+@exercise(
+    "tile_step",
+    notebook="09",
+    hint="Per row: m_new = maximum(m, s.max(axis=-1)); rescale = exp(m - m_new); "
+    "p = exp(s - m_new[:, None]); total = total * rescale + p.sum(-1); "
+    "acc = acc * rescale[:, None] + p @ v_tile. Both the total and acc need the rescale.",
+)
+def _tile_step():
+    """Notebook 09, section 8 (Exercises), exercise 2."""
+
+    rng = np.random.default_rng(91)
+    T, d, block = 12, 4, 5  # 12 keys: tiles of 5, 5 and 2
+    q, k, v = rng.standard_normal((3, T, d)) * 1.5
+    scores = q @ k.T / math.sqrt(d)
+
+    def run(fn, mask=None):
+        m, total = np.full(T, -np.inf), np.zeros(T)
+        acc = np.zeros((T, d))
+        s_all = scores if mask is None else np.where(mask, scores, -np.inf)
+        for start in range(0, T, block):
+            out = fn(m, total, acc, s_all[:, start : start + block], v[start : start + block])
+            assert isinstance(out, tuple) and len(out) == 3, "return the tuple (m, total, acc)"
+            m, total, acc = out
+        return m, total, acc
+
+    def returns_the_right_shapes(fn):
+        m, total, acc = fn(np.full(T, -np.inf), np.zeros(T), np.zeros((T, d)), scores[:, :5], v[:5])
+        assert_shape(m, (T,), "(b_q,)", name="m")
+        assert_shape(total, (T,), "(b_q,)", name="total")
+        assert_shape(acc, (T, d), "(b_q, d_v)", name="acc")
+
+    def equals_attention_over_all_tiles(fn):
+        m, total, acc = run(fn)
+        expected, _ = scaled_dot_product_attention(q, k, v)
+        got = acc / total[:, None]
+        assert np.allclose(got, expected, atol=1e-12), (
+            f"acc / total after the 3 tiles differs from attention by "
+            f"{np.abs(got - expected).max():.2e}: is acc rescaled like the total?"
+        )
+        assert np.allclose(m, scores.max(axis=-1)), "m should end as each row's largest score"
+
+    def handles_a_causal_mask(fn):
+        causal = np.tril(np.ones((T, T), dtype=bool))
+        m, total, acc = run(fn, causal)
+        expected, _ = scaled_dot_product_attention(q, k, v, causal)
+        got = acc / total[:, None]
+        assert np.all(np.isfinite(got)), "a -inf score must give weight 0, not NaN"
+        assert np.allclose(got, expected, atol=1e-12), (
+            f"with -inf scores above the diagonal, acc / total differs from causal attention by "
+            f"{np.abs(got - expected).max():.2e}"
+        )
+
+    return [
+        ("m and total are (b_q,), acc is (b_q, d_v)", returns_the_right_shapes),
+        ("three tiles give exact attention", equals_attention_over_all_tiles),
+        ("-inf scores (a causal mask) are handled", handles_a_causal_mask),
+    ]
+
+
+KINDS = ("full", "masked", "skipped")
+
+
+def _kind_from_mask(q_start, q_stop, k_start, k_stop, offset):
+    """The kind of a tile, read off the mask itself (what the rule must reproduce)."""
+    rows = np.arange(q_start, q_stop)[:, None]
+    seen = np.arange(k_start, k_stop)[None, :] <= rows + offset
+    return "full" if seen.all() else "skipped" if not seen.any() else "masked"
+
+
+@exercise(
+    "tile_kind",
+    notebook="09",
+    hint="Query i sees keys j <= i + offset. The tile's last query (q_stop - 1) sees the most "
+    "keys: if even it cannot see k_start, skip the tile. Its first query (q_start) sees the "
+    "fewest: if it sees k_stop - 1, every query sees every key ('full'). Otherwise 'masked'.",
+)
+def _tile_kind():
+    """Notebook 09, section 8 (Exercises), exercise 3."""
+
+    def returns_one_of_three_words(fn):
+        got = fn(0, 4, 0, 4, 0)
+        assert got in KINDS, f"return one of {KINDS}, got {got!r}"
+
+    def cases(T_q, T_k, block_q, block_k, offset):
+        for q0 in range(0, T_q, block_q):
+            for k0 in range(0, T_k, block_k):
+                yield q0, min(q0 + block_q, T_q), k0, min(k0 + block_k, T_k), offset
+
+    def check_cases(fn, *layout):
+        for q0, q1, k0, k1, offset in cases(*layout):
+            want, got = _kind_from_mask(q0, q1, k0, k1, offset), fn(q0, q1, k0, k1, offset)
+            assert got == want, (
+                f"queries {q0}..{q1 - 1}, keys {k0}..{k1 - 1}, offset {offset}: the mask makes "
+                f"this tile {want!r}, you said {got!r}"
+            )
+
+    def matches_the_top_left_mask(fn):
+        check_cases(fn, 48, 48, 16, 16, 0)
+        check_cases(fn, 50, 50, 16, 8, 0)  # blocks that do not divide T, unequal blocks
+        check_cases(fn, 20, 45, 7, 13, 0)
+
+    def matches_the_bottom_right_mask(fn):
+        check_cases(fn, 16, 48, 8, 8, 48 - 16)  # 16 new tokens after 32 cached ones
+        check_cases(fn, 5, 40, 4, 6, 40 - 5)
+
+    return [
+        ("returns 'full', 'masked' or 'skipped'", returns_one_of_three_words),
+        ("agrees with the top-left causal mask, tile by tile", matches_the_top_left_mask),
+        ("agrees with a bottom-right mask (offset = T_k - T_q)", matches_the_bottom_right_mask),
+    ]
