@@ -8,6 +8,7 @@ then the shapes (or dtype, or value) that make the input wrong.
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -910,3 +911,46 @@ def test_a_picture_that_refuses_its_input_leaves_no_figure_open(call, error, fra
     with pytest.raises(error):
         call()
     assert plt.get_fignums() == [], "the refused call left a pyplot figure open"
+
+
+# --- checked once ---------------------------------------------------------------------------
+
+
+def validation_calls(call) -> int:
+    """How many function calls (frames) land in helpers/validation.py while ``call`` runs."""
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        if event == "call" and frame.f_code.co_filename.endswith("helpers/validation.py"):
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+MASK = masks.combine(masks.key_mask(masks.padding_mask([5, 3], 5)), masks.causal_mask(5))
+X = np.random.default_rng(0).standard_normal((2, 5, 8))
+NP_MHA, MHA, FUSED = (
+    npa.MultiHeadAttention(8, 2),
+    ta.MultiHeadAttention(8, 2).double(),
+    ta.FusedMultiHeadAttention(8, 2).double(),
+)
+TX, TMASK = torch.from_numpy(X), torch.from_numpy(MASK)
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        lambda: NP_MHA.forward(X, mask=MASK),
+        lambda: MHA(TX, mask=TMASK),
+        lambda: FUSED(TX, mask=TMASK, need_weights=True),
+    ],
+    ids=["numpy", "torch", "fused"],
+)
+def test_a_masked_forward_checks_its_arguments_once_at_the_top(forward):
+    assert validation_calls(forward) <= 12  # 9-10 today; before the house issue, 75-82
