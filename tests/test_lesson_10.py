@@ -13,9 +13,9 @@ import copy
 import re
 import subprocess
 import sys
-from functools import partial
 
 import ipywidgets as widgets
+import matplotlib as mpl
 import pytest
 import torch
 from notebook_tools import verdict
@@ -23,7 +23,7 @@ from notebook_tools import verdict
 from helpers import exercises
 from helpers.induction import data, scores, training
 from helpers.induction.model import AttentionOnlyTransformer
-from helpers.widgets import explore, heads_trained
+from helpers.widgets import RENDER_RC, explore, figure_to_png, heads_trained
 
 HALF, VOCAB = 8, 20
 
@@ -339,12 +339,39 @@ def test_explorer_rejects_tokens_and_shifts_that_do_not_match(trained_and_sequen
         heads_trained.render_trained_heads(model, tokens, shifts[:3], 0, 0, 0, "nothing")
 
 
+def test_the_kept_figure_redrawn_in_place_draws_what_a_new_figure_draws(trained_and_sequences):
+    model, tokens, shifts = trained_and_sequences
+    kept = heads_trained.TrainedHeadsFigure(model, tokens, shifts)
+    moves = [(1, 2, 5, "nothing"), (1, 2, 5, "layer 0 head 0"), (0, 0, 0, "all of layer 0"),
+             (0, 3, 61, "layer 0 head 2"), (1, 1, 63, "layer 1 head 2")]  # fmt: skip
+    figures = set()
+    for move in moves:
+        with mpl.rc_context(RENDER_RC):
+            fresh_fig, fresh_text = heads_trained.render_trained_heads(model, tokens, shifts, *move)
+            fresh = figure_to_png(fresh_fig)
+            kept_fig, kept_text = kept(*move)
+            figures.add(id(kept_fig))
+            assert figure_to_png(kept_fig) == fresh and kept_text == fresh_text, move
+        layer, head, example, ablate = move
+        heatmap, losses = kept_fig.axes[:2]
+        _, maps = model(tokens[example : example + 1], ablate=kept.choices[ablate])
+        assert (heatmap.collections[0].get_array() == maps[layer][0, head].detach().numpy()).all()
+        labels = [str(t) for t in tokens[example].tolist()]
+        assert [t.get_text() for t in heatmap.get_yticklabels()] == labels
+        assert [t.get_text() for t in heatmap.get_xticklabels()] == labels
+        curves = ["nothing ablated"] + ([f"{ablate} ablated"] if ablate != "nothing" else [])
+        shown = [line.get_label() for line in losses.get_lines() if line.get_visible()]
+        assert [label for label in shown if not label.startswith("_")] == curves + ["log(64)"]
+        assert [t.get_text() for t in losses.get_legend().get_texts()] == curves + ["log(64)"]
+    assert len(figures) == 1  # one figure, redrawn
+
+
 def test_trained_heads_explorer_redraws_when_driven_headless(trained_and_sequences):
     model, tokens, shifts = trained_and_sequences
     ablate = widgets.Dropdown(options=list(heads_trained.ablation_choices(2, 4)), value="nothing")
     head = widgets.ToggleButtons(options=[0, 1, 2, 3], value=2)
     box = explore(
-        partial(heads_trained.render_trained_heads, model, tokens, shifts),
+        heads_trained.TrainedHeadsFigure(model, tokens, shifts),
         layer=widgets.ToggleButtons(options=[0, 1], value=1),
         head=head,
         example=widgets.IntSlider(value=5, min=0, max=63),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import io
 import weakref
-from functools import partial
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -15,25 +14,10 @@ import numpy as np
 import PIL.Image
 import pytest
 
-from helpers.data import toy_sentence
+from benchmarks.redraw import cases
 from helpers.env import FIGURE_DPI
-from helpers.induction import data, training
-from helpers.widgets import (
-    decoding,
-    explore,
-    figure_to_png,
-    fused_layout,
-    heads_trained,
-    kernel_memory,
-    parallel_layout,
-    tiling,
-)
-from helpers.widgets.first_look import render_sharpness
-from helpers.widgets.heads import render_heads
-from helpers.widgets.masking import MASK_TYPES, SENTENCES, render_masked_heatmap
-from helpers.widgets.one_query import MAX_SCALE, render_one_query
-from helpers.widgets.scaling import MAX_D_K, render_scaling
-from helpers.widgets.training import render_head_browser
+from helpers.widgets import explore, figure_to_png
+from tools.syllabus import notebook_paths
 
 REDRAW_BUDGET = 1.0  # seconds for the best of three redraws; python -m benchmarks.redraw times them
 
@@ -125,36 +109,8 @@ def test_a_redraw_frees_its_figure_at_once_and_leaves_the_collector_as_it_was():
         gc.enable()
 
 
-def _head_browser():
-    """Notebook 05's head browser, over maps of the notebook's size: 6 examples, 2 heads, T = 8."""
-    raw = np.random.default_rng(0).random((6, 2, 8, 8))
-    maps = {
-        "untrained": raw / raw.sum(-1, keepdims=True),
-        "trained": np.broadcast_to(np.eye(8)[::-1], raw.shape),
-    }
-    letters = [list("abcdefgh")] * 6
-    return explore(
-        partial(render_head_browser, maps, letters),
-        head=widgets.IntSlider(value=0, min=0, max=1),
-        example=widgets.IntSlider(value=0, min=0, max=5),
-    )
-
-
-def _trained_heads():
-    """Notebook 10's explorer over the shipped model and 64 held-out sequences."""
-    tokens, shifts = data.repeated_sequences(64, 16, 64, seed=7)
-    return explore(
-        partial(heads_trained.render_trained_heads, training.load_trained(), tokens, shifts),
-        layer=widgets.ToggleButtons(options=[0, 1], value=1),
-        head=widgets.ToggleButtons(options=[0, 1, 2, 3], value=2),
-        example=widgets.IntSlider(value=5, min=0, max=63),
-        ablate=widgets.Dropdown(
-            options=list(heads_trained.ablation_choices(2, 4)), value="nothing"
-        ),
-    )
-
-
-# Each explorer as its notebook builds it, the control a learner moves, and three new values for it.
+# Each explorer as its notebook builds it (the same builders ``python -m benchmarks.redraw``
+# times), the control a learner moves, and three new values for it.
 EXPLORERS = [
     pytest.param(
         lambda: explore(_render, n=widgets.IntSlider(value=2, min=1, max=10)),
@@ -162,143 +118,15 @@ EXPLORERS = [
         [3, 4, 5],
         id="toolkit",
     ),
-    pytest.param(
-        lambda: explore(
-            render_sharpness,
-            sharpness=widgets.FloatSlider(value=1.0, min=0.0, max=6.0, step=0.5),
-        ),
-        "sharpness",
-        [0.0, 3.0, 6.0],
-        id="00_sharpness",
-    ),
-    pytest.param(
-        lambda: explore(
-            render_one_query,
-            query=widgets.Dropdown(options=toy_sentence()[0], value="kite"),
-            scale=widgets.FloatSlider(value=1.0, min=0.0, max=MAX_SCALE, step=0.5),
-        ),
-        "query",
-        ["fox", "red", "the"],
-        id="01_one_query",
-    ),
-    pytest.param(
-        lambda: explore(
-            render_scaling,
-            d_k=widgets.IntSlider(value=64, min=1, max=MAX_D_K),
-            scaled=widgets.Checkbox(value=False),
-        ),
-        "d_k",
-        [8, 128, MAX_D_K],
-        id="02_scaling",
-    ),
-    pytest.param(
-        lambda: explore(
-            render_masked_heatmap,
-            mask_type=widgets.Dropdown(options=MASK_TYPES, value="padding+causal"),
-            sentence=widgets.Dropdown(options=[(s, i) for i, s in enumerate(SENTENCES)], value=2),
-        ),
-        "mask_type",
-        ["none", "padding", "causal"],
-        id="03_masks",
-    ),
-    pytest.param(
-        lambda: explore(
-            render_heads,
-            num_heads=widgets.IntSlider(value=4, min=1, max=8),
-            seq_len=widgets.IntSlider(value=5, min=2, max=12),
-        ),
-        "seq_len",
-        [12, 11, 10],
-        id="04_heads",
-    ),
-    pytest.param(_head_browser, "example", [1, 2, 3], id="05_head_browser"),
-    pytest.param(
-        lambda: explore(
-            fused_layout.render_fused_split,
-            num_heads=widgets.Dropdown(options=[1, 2, 3, 4, 6], value=3),
-            layout=widgets.ToggleButtons(
-                options=fused_layout.LAYOUTS, value=fused_layout.LAYOUTS[1]
-            ),
-            split=widgets.ToggleButtons(options=fused_layout.SPLITS, value=fused_layout.SPLITS[0]),
-        ),
-        "num_heads",
-        [6, 4, 2],
-        id="06_fused_split",
-    ),
-    pytest.param(
-        lambda: explore(
-            kernel_memory.render_kernel_memory,
-            log2_t=widgets.IntSlider(value=14, min=9, max=17),
-            d_k=widgets.Dropdown(options=[32, 64, 128], value=64),
-            dtype=widgets.Dropdown(options=kernel_memory.DTYPES, value="bfloat16"),
-            device=widgets.Dropdown(options=list(kernel_memory.DEVICES), value="H200 (141 GB)"),
-        ),
-        "log2_t",
-        [15, 16, 17],
-        id="07_kernel_memory",
-    ),
-    pytest.param(
-        lambda: explore(
-            decoding.render_decoding,
-            step=widgets.IntSlider(value=5, min=1, max=decoding.STEPS),
-        ),
-        "step",
-        [6, 7, 8],
-        id="08_decoding",
-    ),
-    pytest.param(
-        lambda: explore(
-            decoding.render_kv_sharing,
-            num_heads=widgets.Dropdown(options=decoding.HEAD_COUNTS, value=32),
-            num_kv_heads=widgets.Dropdown(options=decoding.HEAD_COUNTS, value=8),
-            model=widgets.Dropdown(options=list(decoding.MODELS), value=list(decoding.MODELS)[1]),
-            log2_t=widgets.IntSlider(value=13, min=decoding.LOG2_T[0], max=decoding.LOG2_T[1]),
-        ),
-        "num_kv_heads",
-        [4, 2, 1],
-        id="08_kv_sharing",
-    ),
-    pytest.param(
-        lambda: explore(
-            tiling.render_tiling,
-            block_q=widgets.Dropdown(options=tiling.BLOCK_SIZES, value=32),
-            block_k=widgets.Dropdown(options=tiling.BLOCK_SIZES, value=8),
-            is_causal=widgets.Checkbox(value=True),
-            row=widgets.IntSlider(value=40, min=0, max=tiling.T - 1),
-        ),
-        "row",
-        [30, 20, 10],
-        id="09_tiling",
-    ),
-    pytest.param(
-        _trained_heads,
-        "ablate",
-        ["layer 0 head 0", "all of layer 1", "nothing"],
-        id="10_trained_heads",
-    ),
-    pytest.param(
-        lambda: explore(
-            parallel_layout.render_heads_split,
-            num_heads=widgets.Dropdown(options=parallel_layout.HEAD_COUNTS, value=8),
-            world_size=widgets.Dropdown(options=parallel_layout.WORLD_SIZES, value=4),
-        ),
-        "world_size",
-        [2, 8, 1],
-        id="11_heads_split",
-    ),
-    pytest.param(
-        lambda: explore(
-            parallel_layout.render_ring,
-            world_size=widgets.Dropdown(options=[2, 3, 4, 8], value=8),
-            step=widgets.IntSlider(value=1, min=1, max=8),
-            layout=widgets.ToggleButtons(options=parallel_layout.LAYOUTS, value="zigzag"),
-            is_causal=widgets.Checkbox(value=True),
-        ),
-        "step",
-        [2, 3, 4],
-        id="11_ring",
-    ),
-]
+] + [pytest.param(case.build, case.control, case.values[:3], id=case.name) for case in cases()]
+
+
+def test_every_notebook_with_an_explorer_is_timed_by_the_redraw_benchmark():
+    lessons = {case.name[:2] for case in cases()}
+    with_explorers = {
+        path.name[:2] for path in notebook_paths() if "explore(" in path.read_text(encoding="utf-8")
+    }
+    assert lessons == with_explorers
 
 
 @pytest.mark.parametrize(("build", "control", "values"), EXPLORERS)

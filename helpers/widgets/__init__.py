@@ -27,17 +27,16 @@ from helpers.env import FIGURE_DPI
 
 RenderResult = Figure | tuple[Figure, str]
 
-
-# --- the checks of a control's value, made by each render function before it draws ----------
-
-
 ROOM = 2.0  # inches around the figure where titles, labels and legends may reach out
 EDGE = 0.25  # inches: something drawn this close to the spare room's edge may go on past it
+PNG_LEVEL = 3  # zlib level: a third faster than the default 6, files within a tenth of its size
 # rcParams while a render function builds its figure. A title at y = 1 (plus its pad) is where
-# matplotlib puts it anyway unless tick labels sit on top of the axes; set automatically, it
+# matplotlib puts it anyway unless tick labels sit on top of the axes; placed automatically, it
 # has every tick label measured once more at each draw (about a tenth of a redraw).
 RENDER_RC = {"axes.titley": 1.0}
-PNG_LEVEL = 3  # zlib level: twice as fast as the default 6, and about the same size
+
+
+# --- the checks of a control's value, made by each render function before it draws ----------
 
 
 def _tight_png(fig: Figure) -> bytes:

@@ -10,6 +10,9 @@ blind. :func:`ablation_choices` lists what can be ablated.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -41,7 +44,7 @@ def ablation_choices(layers: int, heads: int) -> dict[str, frozenset[tuple[int, 
     return choices
 
 
-def _check(model, tokens, shifts, layer, head, example, ablate) -> dict:
+def _check_data(model, tokens, shifts) -> None:
     validation.require_array("model", model, AttentionOnlyTransformer, "AttentionOnlyTransformer")
     validation.require_array("tokens", tokens, Tensor, "torch.Tensor")
     validation.require_ndim("tokens", tokens, (2,), "(B, T)")
@@ -52,15 +55,16 @@ def _check(model, tokens, shifts, layer, head, example, ablate) -> dict:
             f"tokens must be (B, 2 L) and shifts (B,), got tokens {tuple(tokens.shape)} and "
             f"shifts {tuple(shifts.shape)}"
         )
+
+
+def _check_choice(model, tokens, layer, head, example, ablate, choices) -> None:
     layers, heads = len(model.attention), model.attention[0].num_heads
     for name, value, count in (("layer", layer, layers), ("head", head, heads),
-                               ("example", example, batch)):  # fmt: skip
+                               ("example", example, len(tokens))):  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
             raise ValueError(f"{name} must be an int in 0..{count - 1}, got {value!r}")
-    choices = ablation_choices(layers, heads)
     if ablate not in choices:
         raise ValueError(f"ablate must be one of {list(choices)}, got {ablate!r}")
-    return choices
 
 
 def render_trained_heads(
@@ -78,57 +82,110 @@ def render_trained_heads(
 
     ``tokens (B, 2 L)`` and ``shifts (B,)`` come from ``repeated_sequences``. The caption gives
     the head's previous-token and induction scores on this sequence and the mean loss on the
-    repeat over all B sequences. The explorer of notebook 10, section 9 (Explore).
+    repeat over all B sequences. A new figure each call; the explorer of notebook 10, section 9
+    (Explore) keeps one :class:`TrainedHeadsFigure` and redraws it in place.
     """
-    choices = _check(model, tokens, shifts, layer, head, example, ablate)
-    half = tokens.shape[1] // 2
+    return TrainedHeadsFigure(model, tokens, shifts)(layer, head, example, ablate)
+
+
+class TrainedHeadsFigure:
+    """Notebook 10's explorer picture, built at the first call and then updated in place.
+
+    ``TrainedHeadsFigure(model, tokens, shifts)(layer, head, example, ablate)`` returns what
+    :func:`render_trained_heads` returns, but every call returns the *same* figure, redrawn:
+    a new heatmap would build 64 tick labels again, half of a redraw's time. The loss of each
+    ablation over all B sequences is computed once and kept. Notebook 10, section 9 (Explore).
+    """
+
+    def __init__(self, model: AttentionOnlyTransformer, tokens: Tensor, shifts: Tensor):
+        _check_data(model, tokens, shifts)
+        self.model, self.tokens, self.shifts = model, tokens, shifts
+        self.choices = ablation_choices(len(model.attention), model.attention[0].num_heads)
+        self.half = tokens.shape[1] // 2
+        self.repeat = predictable(shifts, self.half)  # (B, T - 1)
+        self._losses: dict[str, Tensor] = {}
+        self._fig: Figure | None = None
+
+    def loss(self, ablate: str) -> Tensor:
+        """Next-token loss ``(B, T - 1)`` of every sequence with ``ablate``'s heads zeroed."""
+        if ablate not in self._losses:
+            with torch.no_grad(), _one_thread():
+                self._losses[ablate] = next_token_loss(
+                    self.model, self.tokens, ablate=self.choices[ablate]
+                )
+        return self._losses[ablate]
+
+    def __call__(self, layer: int, head: int, example: int, ablate: str) -> tuple[Figure, str]:
+        _check_choice(self.model, self.tokens, layer, head, example, ablate, self.choices)
+        with torch.no_grad(), _one_thread():
+            _, maps = self.model(self.tokens[example : example + 1], ablate=self.choices[ablate])
+        weights = maps[layer][:, head : head + 1]  # (1, 1, T, T)
+        clean, broken = self.loss("nothing"), self.loss(ablate)
+        if self._fig is None:
+            self._build()
+        self._update(weights[0, 0].numpy(), layer, head, example, ablate, clean, broken)
+        prev = previous_token_score(weights, self.half).item()
+        ind = induction_score(weights, self.tokens[example : example + 1], self.half).item()
+        with_ablation = (
+            f"nothing ablated, {broken[self.repeat].mean():.2f} with {ablate} ablated"
+            if self.choices[ablate]
+            else "nothing ablated"
+        )
+        lines = [
+            f"sequence {example}: the repeat is rotated by {int(self.shifts[example])}",
+            f"layer {layer} head {head} here: previous-token score {prev:.2f}, "
+            f"induction score {ind:.2f}",
+            f"loss on the repeat over all {len(self.tokens)} sequences: "
+            f"{clean[self.repeat].mean():.2f} with {with_ablation}",
+        ]
+        return self._fig, "\n".join(lines)
+
+    def _build(self) -> None:
+        """The figure's fixed parts: heatmap and colour bar, the two loss lines, the guides."""
+        length = self.tokens.shape[1]
+        self._fig, (left, right) = plt.subplots(
+            1, 2, figsize=(11.5, 5.2), gridspec_kw={"width_ratios": [1.15, 1]}
+        )
+        blank = [""] * length
+        attention_heatmap(np.zeros((length, length)), blank, blank, ax=left, annotate=False)
+        left.tick_params(labelsize=7)
+        positions = np.arange(1, length)  # the position of the token being predicted
+        self._clean_line = right.plot(positions, np.zeros(length - 1), "o-", color="0.6")[0]
+        self._broken_line = right.plot(positions, np.zeros(length - 1), "o-", color="C3")[0]
+        right.axvline(self.half - 0.5, color="0.3", linestyle=":")
+        vocab = self.model.readout.out_features
+        self._chance = right.axhline(np.log(vocab), color="0.3", linestyle="--", lw=1)
+        self._chance.set_label(f"log({vocab})")
+        right.text(self.half - 0.2, 0.2, "repeat starts", fontsize=9)
+        right.set(xlabel="position of the token predicted", ylabel="loss (nats)")
+        self._fig.subplots_adjust(left=0.06, right=0.98, wspace=0.25)  # no tight_layout: 2 draws
+        plt.close(self._fig)  # never shown by pyplot: the explorer shows its picture
+
+    def _update(self, weights, layer, head, example, ablate, clean, broken) -> None:
+        left, right = self._fig.axes[:2]
+        left.collections[0].set_array(weights)
+        labels = [str(t) for t in self.tokens[example].tolist()]
+        left.set_xticklabels(labels)
+        left.set_yticklabels(labels)
+        zeroed = " (its output is zeroed)" if (layer, head) in self.choices[ablate] else ""
+        left.set_title(f"layer {layer}, head {head}{zeroed}", fontsize=11)
+        self._clean_line.set(ydata=clean[example].numpy(), label="nothing ablated")
+        ablated = bool(self.choices[ablate])
+        self._broken_line.set(ydata=broken[example].numpy(), label=f"{ablate} ablated",
+                              visible=ablated)  # fmt: skip
+        top = max(9.0, np.ceil(max(clean[example].max().item(), broken[example].max().item())))
+        right.set_ylim(0, top)
+        right.set_title(f"sequence {example}: loss per position", fontsize=11)
+        lines = [self._clean_line, self._broken_line][: 1 + ablated] + [self._chance]
+        right.legend(handles=lines, loc="upper right", fontsize=9)
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Small tensors: one thread is faster, and never waits on another."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small tensors: one thread is faster, and never waits on another
+    torch.set_num_threads(1)
     try:
-        with torch.no_grad():
-            clean = next_token_loss(model, tokens)  # (B, T - 1)
-            broken = (  # nothing ablated: the same numbers, not computed twice
-                next_token_loss(model, tokens, ablate=choices[ablate]) if choices[ablate] else clean
-            )
-            _, maps = model(tokens[example : example + 1], ablate=choices[ablate])
+        yield
     finally:
         torch.set_num_threads(threads)
-    weights = maps[layer][:, head : head + 1]  # (1, 1, T, T)
-    repeat = predictable(shifts, half)  # (B, T - 1)
-    labels = [str(t) for t in tokens[example].tolist()]
-
-    fig, (left, right) = plt.subplots(
-        1, 2, figsize=(11.5, 5.2), gridspec_kw={"width_ratios": [1.15, 1]}
-    )
-    attention_heatmap(weights[0, 0].numpy(), labels, labels, ax=left, annotate=False)
-    left.tick_params(labelsize=7)
-    zeroed = " (its output is zeroed)" if (layer, head) in choices[ablate] else ""
-    left.set_title(f"layer {layer}, head {head}{zeroed}", fontsize=11)
-    positions = np.arange(1, tokens.shape[1])  # the position of the token being predicted
-    right.plot(positions, clean[example].numpy(), "o-", color="0.6", label="nothing ablated")
-    if choices[ablate]:
-        right.plot(positions, broken[example].numpy(), "o-", color="C3", label=f"{ablate} ablated")
-    right.axvline(half - 0.5, color="0.3", linestyle=":")
-    vocab = model.readout.out_features
-    right.axhline(np.log(vocab), color="0.3", linestyle="--", lw=1, label=f"log({vocab})")
-    right.text(half - 0.2, 0.2, "repeat starts", fontsize=9)
-    top = max(9.0, np.ceil(max(clean[example].max().item(), broken[example].max().item())))
-    right.set(xlabel="position of the token predicted", ylabel="loss (nats)", ylim=(0, top))
-    right.set_title(f"sequence {example}: loss per position", fontsize=11)
-    right.legend(loc="upper right", fontsize=9)
-    fig.subplots_adjust(left=0.06, right=0.98, wspace=0.25)  # tight_layout would redraw twice
-
-    prev = previous_token_score(weights, half).item()
-    ind = induction_score(weights, tokens[example : example + 1], half).item()
-    lines = [
-        f"sequence {example}: the repeat is rotated by {int(shifts[example])}",
-        f"layer {layer} head {head} here: previous-token score {prev:.2f}, "
-        f"induction score {ind:.2f}",
-        f"loss on the repeat over all {len(tokens)} sequences: {clean[repeat].mean():.2f} with "
-        + (
-            f"nothing ablated, {broken[repeat].mean():.2f} with {ablate} ablated"
-            if choices[ablate]
-            else "nothing ablated"
-        ),
-    ]
-    return fig, "\n".join(lines)
