@@ -33,8 +33,9 @@ from torch import Tensor
 from torch.multiprocessing.spawn import ProcessException
 
 from helpers import validation
+from helpers.attention_core import sdpa
 from helpers.masks import head_mask
-from helpers.torch_attention import FusedMultiHeadAttention, combine_heads, sdpa, split_heads
+from helpers.torch_attention import FusedMultiHeadAttention, combine_heads, split_heads
 
 TIMEOUT = datetime.timedelta(seconds=60)  # the longest any collective may wait for a peer
 

@@ -3,43 +3,17 @@
 Inputs ``(B, T, D)``, heads ``(B, h, T, d_k)`` with d_k = D / h, boolean masks with
 **True = may attend**. A query with no key to attend to gets zero weights and a zero attention
 output, never NaN. The modules do not scan inputs for NaN or infinity (a pass over every tensor):
-a NaN in an input comes out as NaN in every row that attends to it.
+a NaN in an input comes out as NaN in every row that attends to it. Each ``forward`` checks its
+arguments once, then runs the attention core of :mod:`helpers.attention_core` unchecked.
 """
 
 from __future__ import annotations
 
-import math
-
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers import validation
-from helpers.masks import head_mask
-
-
-def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
-    """softmax(q k^T / sqrt(d_k)) v written out: the torch twin of the NumPy reference.
-
-    The lines notebook 05 writes inline in its module's ``forward``, as a function; notebook 06,
-    section 3 introduces it.
-
-    q ``(..., T_q, d_k)``, k and v ``(..., T_k, d_k | d_v)`` -> ``(output, weights (..., T_q, T_k))``.
-    """
-    validation.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
-    return _explicit(q, k, v, mask)
-
-
-def sdpa(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False
-) -> Tensor:
-    """``F.scaled_dot_product_attention`` that takes a mask and ``is_causal`` together, and
-    gives zeros, never NaN, for a row with no allowed key (notebook 07, section 3)."""
-    validation.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
-    validation.require_bool("is_causal", is_causal)
-    return _fused(q, k, v, mask, is_causal)
+from helpers.attention_core import explicit_attention, fused_attention
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
@@ -70,31 +44,10 @@ def _combine(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(B, T, h * d_k)
 
 
-def _causal(q: Tensor, k: Tensor) -> Tensor:
-    """Boolean ``(T_q, T_k)``, True on and below the diagonal: aligned top-left, like SDPA's."""
-    return torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-
-
-def _explicit(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-    # Scale q before the product, as SDPA does: q k^T may overflow where the scaled scores fit.
-    # torch.compile does not recognise this form as attention (torch 2.13, notebook 07,
-    # section 6): compiled, it stays explicit, where q @ k^T / sqrt(d_k) becomes one SDPA call.
-    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (..., T_q, T_k)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    if mask is not None:  # a row with no allowed key is all -inf: give it zeros, not NaN
-        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return weights @ v, weights
-
-
-def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
-    if mask is not None and is_causal:  # SDPA takes one or the other: fold causal into mask
-        mask, is_causal = mask & _causal(q, k), False
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
-    if mask is not None:  # older torch gives NaN for a row with no allowed key
-        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return out
+def _per_head(mask: Tensor | None) -> Tensor | None:
+    """A layer's ``(B, T_q, T_k)`` mask as ``(B, 1, T_q, T_k)``, to apply to every head; other
+    masks already broadcast over ``(B, h)`` (or are per head, 4-D)."""
+    return mask[:, None] if mask is not None and mask.ndim == 3 else mask
 
 
 class MultiHeadAttention(nn.Module):
@@ -125,7 +78,7 @@ class MultiHeadAttention(nn.Module):
         q = _split(self.q_proj(query), self.num_heads)  # (B, h, T_q, d_k)
         k = _split(self.k_proj(key), self.num_heads)  # (B, h, T_k, d_k)
         v = _split(self.v_proj(value), self.num_heads)  # (B, h, T_k, d_k)
-        heads, weights = _explicit(q, k, v, head_mask(mask))  # (B, h, T_q, d_k)
+        heads, weights = explicit_attention(q, k, v, _per_head(mask))  # (B, h, T_q, d_k)
         return self.out_proj(_combine(heads)), (weights if need_weights else None)
 
 
@@ -171,13 +124,10 @@ class FusedMultiHeadAttention(nn.Module):
         validation.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads,
             self.out_proj.weight, need_weights=need_weights, is_causal=is_causal)  # fmt: skip
         q, k, v = self.project_qkv(query, key, value)  # 3 x (B, h, T, d_k)
-        mask = head_mask(mask)
-        if need_weights:
-            if is_causal:
-                mask = _causal(q, k) if mask is None else mask & _causal(q, k)
-            heads, weights = _explicit(q, k, v, mask)  # (B, h, T_q, d_k)
+        if need_weights:  # SDPA never forms the weights: write the core out
+            heads, weights = explicit_attention(q, k, v, _per_head(mask), is_causal)
         else:
-            heads, weights = _fused(q, k, v, mask, is_causal), None
+            heads, weights = fused_attention(q, k, v, _per_head(mask), is_causal), None
         return self.out_proj(_combine(heads)), weights
 
     @classmethod

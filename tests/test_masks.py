@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers import attention_core as core
 from helpers import masks
 from helpers import numpy_attention as npa
-from helpers import torch_attention as ta
 
 
 def test_causal_mask_lets_query_i_see_keys_zero_to_i():
@@ -157,7 +157,7 @@ def test_adding_the_additive_mask_to_the_scores_gives_the_boolean_mask_attention
     mask = torch.from_numpy(
         masks.combine(masks.causal_mask(4), masks.key_mask(masks.padding_mask([4, 2], 4)))
     )
-    expected, expected_weights = ta.scaled_dot_product_attention(q, k, v, mask)
+    expected, expected_weights = core.scaled_dot_product_attention(q, k, v, mask)
     additive = masks.to_additive(mask, torch.float64)
     weights = torch.softmax(q @ k.transpose(-1, -2) / 3**0.5 + additive, dim=-1)
     torch.testing.assert_close(weights, expected_weights)

@@ -12,16 +12,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import attention_core as core
 from helpers import convert
 from helpers import numpy_attention as npa
-from helpers import torch_attention as ta
 
 FAST = settings(max_examples=50, deadline=None, derandomize=True)
 
 
 def torch_attention(q, k, v, mask):
     tensors = [None if a is None else torch.from_numpy(a) for a in (q, k, v, mask)]
-    out, weights = ta.scaled_dot_product_attention(*tensors)
+    out, weights = core.scaled_dot_product_attention(*tensors)
     return out.numpy(), weights.numpy()
 
 

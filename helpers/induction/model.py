@@ -12,12 +12,9 @@ import torch
 from torch import Tensor, nn
 
 from helpers import validation
+from helpers.attention_core import scaled_dot_product_attention
 from helpers.rope import apply_rope
-from helpers.torch_attention import (
-    FusedMultiHeadAttention,
-    combine_heads,
-    scaled_dot_product_attention,
-)
+from helpers.torch_attention import FusedMultiHeadAttention, combine_heads
 
 
 class AttentionOnlyTransformer(nn.Module):

@@ -23,11 +23,11 @@ import torch
 from matplotlib.collections import LineCollection, PatchCollection
 from matplotlib.figure import Figure
 
+from helpers.attention_core import scaled_dot_product_attention
 from helpers.inference import GroupedQueryAttention, kv_cache_bytes
 from helpers.masks import causal_mask
 from helpers.plots import attention_heatmap
 from helpers.rope import apply_rope
-from helpers.torch_attention import scaled_dot_product_attention
 from helpers.validation import require_positive_int
 
 # --- counting one decode step ----------------------------------------------------------------

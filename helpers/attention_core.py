@@ -1,0 +1,88 @@
+"""The attention core in PyTorch, softmax(q k^T / sqrt(d_k)) v: written out, and fused.
+
+The torch twin of :func:`helpers.numpy_attention.scaled_dot_product_attention`, and the core
+under both modules of :mod:`helpers.torch_attention`. Heads ``(..., T, d_k)``, boolean masks
+with **True = may attend**, broadcast to ``(..., T_q, T_k)``. A query with no key to attend to
+gets zero weights and a zero output, never NaN. NaN or infinity in an input is not looked for
+(a pass over every tensor): a NaN comes out as NaN in every row that attends to it.
+
+:func:`scaled_dot_product_attention` and :func:`sdpa` check their arguments, once;
+:func:`explicit_attention` and :func:`fused_attention` are the same computations unchecked,
+for callers that have checked already (the modules check in their ``forward``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from helpers import validation
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(q k^T / sqrt(d_k)) v written out: the torch twin of the NumPy reference.
+
+    The lines notebook 05 writes inline in its module's ``forward``, as a function; notebook 06,
+    section 3 introduces it.
+
+    q ``(..., T_q, d_k)``, k and v ``(..., T_k, d_k | d_v)`` -> ``(output, weights (..., T_q, T_k))``.
+    """
+    validation.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
+    return explicit_attention(q, k, v, mask)
+
+
+def sdpa(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False
+) -> Tensor:
+    """``F.scaled_dot_product_attention`` that takes a mask and ``is_causal`` together, and
+    gives zeros, never NaN, for a row with no allowed key (notebook 07, section 3)."""
+    validation.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
+    validation.require_bool("is_causal", is_causal)
+    return fused_attention(q, k, v, mask, is_causal)
+
+
+def explicit_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False
+) -> tuple[Tensor, Tensor]:
+    """:func:`scaled_dot_product_attention`, unchecked, with ``is_causal`` as :func:`sdpa` has it.
+
+    The core of ``MultiHeadAttention`` (notebook 05, section 2) and of
+    ``FusedMultiHeadAttention(..., need_weights=True)`` (notebook 06, section 4).
+    """
+    if is_causal:
+        mask = _causal(q, k) if mask is None else mask & _causal(q, k)
+    # Scale q before the product, as SDPA does: q k^T may overflow where the scaled scores fit.
+    # torch.compile does not recognise this form as attention (torch 2.13, notebook 07,
+    # section 6): compiled, it stays explicit, where q @ k^T / sqrt(d_k) becomes one SDPA call.
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:  # a row with no allowed key is all -inf: give it zeros, not NaN
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    return weights @ v, weights
+
+
+def fused_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False
+) -> Tensor:
+    """:func:`sdpa`, unchecked: one fused kernel, the weights never formed.
+
+    The core of ``FusedMultiHeadAttention`` (notebook 06, section 4; its kernels: notebook 07).
+    """
+    if mask is not None and is_causal:  # SDPA takes one or the other: fold causal into mask
+        mask, is_causal = mask & _causal(q, k), False
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+    if mask is not None:  # older torch gives NaN for a row with no allowed key
+        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    return out
+
+
+def _causal(q: Tensor, k: Tensor) -> Tensor:
+    """Boolean ``(T_q, T_k)``, True on and below the diagonal: aligned top-left, like SDPA's."""
+    return torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
