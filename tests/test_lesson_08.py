@@ -22,7 +22,7 @@ from helpers import attention_core as core
 from helpers import exercises, masks
 from helpers import torch_attention as ta
 from helpers.bench.flops import attention_flops, projection_flops
-from helpers.bench.peaks import find_peak
+from helpers.bench.peaks import BANDWIDTH_GB_S, find_peak
 from helpers.inference import GroupedQueryAttention, KVCache, kv_cache_bytes
 from helpers.rope import apply_rope
 from helpers.widgets import decoding, explore
@@ -463,7 +463,7 @@ def test_roofline_takes_the_slower_of_arithmetic_and_memory():
 
 
 def test_every_bandwidth_belongs_to_a_gpu_with_a_peak_in_notebook_07s_table():
-    for label, (device_name, gb_per_s) in decoding.BANDWIDTH_GB_S.items():
+    for label, (device_name, gb_per_s) in BANDWIDTH_GB_S.items():
         assert find_peak(device_name) is not None, label
         assert 100 < gb_per_s < 10_000, label
 
@@ -471,7 +471,7 @@ def test_every_bandwidth_belongs_to_a_gpu_with_a_peak_in_notebook_07s_table():
 def test_on_a_gpu_the_cached_step_is_bandwidth_bound_and_recomputing_compute_bound():
     """What notebook 08's section 7 says, for the Llama 3 8B attention shape in bfloat16."""
     shape = (4096, 32, 8)
-    device_name, gb_per_s = decoding.BANDWIDTH_GB_S["H100 SXM"]
+    device_name, gb_per_s = BANDWIDTH_GB_S["H100 SXM"]
     balance = find_peak(device_name).tflops["bfloat16"] * 1e12 / (gb_per_s * 1e9)
     for T in (512, 2048, 8192):
         cached = decoding.step_flops(T, *shape) / decoding.step_bytes(T, *shape, 2)

@@ -1,4 +1,4 @@
-"""Peak dense matmul rates of common GPUs, and a lookup by the name torch reports.
+"""Peak dense matmul rates and memory bandwidths of common GPUs, and a lookup by name.
 
 Figures are **dense** (no 2:4 sparsity) tensor-core TFLOP/s with FP32 accumulation, which is what
 PyTorch's bf16/fp16 matmuls use, and the plain FP32 (CUDA-core) rate for float32, since PyTorch
@@ -108,3 +108,15 @@ def peak_tflops(device_name: str, dtype: str) -> float | None:
     dtype = dtype.removeprefix("torch.")
     row = find_peak(device_name)
     return None if row is None else row.tflops.get(dtype)
+
+
+# Memory bandwidth from the data sheets, in GB/s (1e9 bytes per second), for GPUs that have a
+# peak above (the name finds it there with find_peak). NVIDIA H100 Tensor Core GPU data sheet,
+# H100 SXM column: GPU memory bandwidth 3.35 TB/s. NVIDIA A100 Tensor Core GPU data sheet,
+# A100 80GB SXM column: 2,039 GB/s. NVIDIA T4 product brief, memory specifications: peak
+# memory bandwidth up to 320 GB/s. Like the peaks, these are maxima no kernel reaches.
+BANDWIDTH_GB_S = {
+    "H100 SXM": ("NVIDIA H100 80GB HBM3", 3350.0),
+    "A100 SXM 80GB": ("NVIDIA A100-SXM4-80GB", 2039.0),
+    "T4": ("Tesla T4", 320.0),
+}

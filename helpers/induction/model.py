@@ -1,9 +1,10 @@
 """A two-layer, attention-only transformer built from the course's attention (notebook 10, §1).
 
-Tokens and positions are embedded, two causal ``FusedMultiHeadAttention`` layers each add their
-output to the residual stream, and a linear readout gives next-token logits. No MLPs: whatever
-the model computes, its heads compute. Any head can be ablated (its output zeroed before the
-output projection) to see what the model loses without it.
+Tokens are embedded (positions too, unless RoPE turns q and k by position), two causal
+``FusedMultiHeadAttention`` layers each add their output to the residual stream, and a linear
+readout gives next-token logits. No MLPs: whatever the model computes, its heads compute. Any
+head can be ablated (its output zeroed before the output projection) to see what the model
+loses without it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from helpers.torch_attention import FusedMultiHeadAttention, combine_heads
 
 
 class AttentionOnlyTransformer(nn.Module):
-    """Token + position embeddings, ``layers`` causal attention layers, a readout."""
+    """Token embeddings, ``layers`` causal attention layers, a readout.
+
+    Positions enter through learned ``position_embedding`` added to the tokens when
+    ``rope=False``, and through RoPE on every head's queries and keys when ``rope=True`` (the
+    shipped model): then ``position_embedding`` is created but never used, kept only because
+    the shipped weights were trained, from a seeded start, with it in place.
+    """
 
     def __init__(self, vocab: int, max_len: int, d_model: int = 64, num_heads: int = 4,
                  layers: int = 2, rope: bool = False) -> None:  # fmt: skip

@@ -99,17 +99,6 @@ def roofline_seconds(flops: float, nbytes: float, tflops: float, gb_per_s: float
     return max(flops / (tflops * 1e12), nbytes / (gb_per_s * 1e9))
 
 
-# Memory bandwidth from the data sheets, in GB/s (1e9 bytes per second), for GPUs that have a
-# peak in helpers.bench.peaks (the name finds it there). NVIDIA H100 Tensor Core GPU data sheet,
-# H100 SXM column: GPU memory bandwidth 3.35 TB/s. NVIDIA A100 Tensor Core GPU data sheet,
-# A100 80GB SXM column: 2,039 GB/s. NVIDIA T4 product brief, memory specifications: peak
-# memory bandwidth up to 320 GB/s. Like the peaks, these are maxima no kernel reaches.
-BANDWIDTH_GB_S = {
-    "H100 SXM": ("NVIDIA H100 80GB HBM3", 3350.0),
-    "A100 SXM 80GB": ("NVIDIA A100-SXM4-80GB", 2039.0),
-    "T4": ("Tesla T4", 320.0),
-}
-
 # --- the decoding explorer -------------------------------------------------------------------
 
 STEPS = 8  # tokens generated in the explorer
