@@ -40,7 +40,8 @@ def sdpa(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, is_causal: bool = False
 ) -> Tensor:
     """``F.scaled_dot_product_attention`` that takes a mask and ``is_causal`` together, and
-    gives zeros, never NaN, for a row with no allowed key (notebook 07, section 3)."""
+    gives zeros, never NaN, for a row with no allowed key. Notebook 07 introduces SDPA; notebook
+    11's tensor-parallel workers call this helper."""
     validation.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
     validation.require_bool("is_causal", is_causal)
     return fused_attention(q, k, v, mask, is_causal)

@@ -98,9 +98,9 @@ def _tensor_parallel_worker(
     qkv = torch.nn.functional.linear(x, shard["qkv_weight"], shard["qkv_bias"])  # (B, T, 3 D/n)
     q, k, v = (split_heads(part, heads) for part in qkv.chunk(3, dim=-1))  # 3 x (B, h/n, T, d_k)
     heads_out = combine_heads(sdpa(q, k, v, head_mask(mask), is_causal))  # (B, T, D/n)
-    partial = heads_out @ shard["out_weight"].T  # (B, T, D): this rank's share of the output
-    dist.all_reduce(partial, op=dist.ReduceOp.SUM)  # every rank now holds the sum
-    return partial if out_bias is None else partial + out_bias
+    out = heads_out @ shard["out_weight"].T  # (B, T, D): this rank's partial output
+    dist.all_reduce(out, op=dist.ReduceOp.SUM)  # in place: every rank's out is now the sum
+    return out if out_bias is None else out + out_bias  # the bias once, on the summed output
 
 
 def sequence_blocks(T: int, world_size: int, layout: str = "contiguous") -> list[Tensor]:
@@ -158,7 +158,7 @@ def _ring_worker(rank: int, world_size: int, q, k, v, blocks, is_causal):
     kv = torch.stack((k[..., mine, :], v[..., mine, :]))  # (2, B, h, T_r, d): what travels
     m = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype)  # running max
     total = torch.zeros_like(m)  # running sum
-    acc = torch.zeros_like(q[..., :1]).expand(*q.shape[:-1], v.shape[-1]).clone()
+    acc = q.new_zeros((*q.shape[:-1], v.shape[-1]))  # running output (B, h, T_r, d_v)
     for step in range(world_size):
         owner = (rank - step) % world_size  # whose block this rank holds at this step
         if step + 1 < world_size:  # start passing it on before computing with it
@@ -173,6 +173,7 @@ def _ring_worker(rank: int, world_size: int, q, k, v, blocks, is_causal):
             for request in requests:
                 request.wait()
             kv = incoming
+    # A query that saw no key (possible only with a mask) has total = 0 and acc = 0: give 0.
     return acc / torch.where(total == 0, 1.0, total)[..., None]
 
 

@@ -46,7 +46,8 @@ def _combine(x: Tensor) -> Tensor:
 
 def _per_head(mask: Tensor | None) -> Tensor | None:
     """A layer's ``(B, T_q, T_k)`` mask as ``(B, 1, T_q, T_k)``, to apply to every head; other
-    masks already broadcast over ``(B, h)`` (or are per head, 4-D)."""
+    masks already broadcast over ``(B, h)`` (or are per head, 4-D). ``masks.head_mask`` without
+    its check: ``forward`` has checked the mask already."""
     return mask[:, None] if mask is not None and mask.ndim == 3 else mask
 
 
@@ -125,9 +126,9 @@ class FusedMultiHeadAttention(nn.Module):
             self.out_proj.weight, need_weights=need_weights, is_causal=is_causal)  # fmt: skip
         q, k, v = self.project_qkv(query, key, value)  # 3 x (B, h, T, d_k)
         if need_weights:  # SDPA never forms the weights: write the core out
-            heads, weights = explicit_attention(q, k, v, _per_head(mask), is_causal)
+            heads, weights = explicit_attention(q, k, v, _per_head(mask), is_causal=is_causal)
         else:
-            heads, weights = fused_attention(q, k, v, _per_head(mask), is_causal), None
+            heads, weights = fused_attention(q, k, v, _per_head(mask), is_causal=is_causal), None
         return self.out_proj(_combine(heads)), weights
 
     @classmethod

@@ -246,6 +246,8 @@ def check_mask(
         require_array("mask", mask, kind, kind_name)
     if str(mask.dtype) not in ("bool", "torch.bool"):
         require_bool_mask("mask", mask)
+    if not shape_of(mask):  # SDPA indexes its mask's last two axes
+        raise ValueError("mask must have at least one dimension (..., T_k), got a 0-d mask")
     require_broadcastable("mask", shape_of(mask), target)
     if device is not None and mask.device != device:
         raise ValueError(

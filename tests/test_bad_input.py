@@ -117,7 +117,7 @@ SDPA = [
         "q must be a NumPy array, got Tensor of shape (2, 3, 5)",
     ),
     case(
-        "torch_attention_rejects_q_and_k_with_different_d_k",
+        "torch_scaled_dot_product_attention_rejects_q_and_k_with_different_d_k",
         lambda: core.scaled_dot_product_attention(
             torch.ones(2, 3, 5), torch.ones(2, 4, 7), torch.ones(2, 4, 6)
         ),
@@ -409,6 +409,12 @@ PROBED = [
         lambda: fused()(T3, mask=torch.ones(3, 3, dtype=torch.bool, device="meta")),
         ValueError,
         "mask is on meta but the inputs are on cpu, mask shape (3, 3)",
+    ),
+    case(
+        "a_0_d_mask_is_refused_by_name",
+        lambda: fused()(T3, mask=torch.tensor(True)),
+        ValueError,
+        "mask must have at least one dimension (..., T_k), got a 0-d mask",
     ),
     case(
         "sdpa_names_a_mask_on_another_device_than_q",

@@ -490,7 +490,7 @@ def test_decoding_weights_are_causal_rows_that_sum_to_one():
 
 def test_decoding_picture_outlines_the_new_row_and_counts_this_step():
     fig, text = decoding.render_decoding(1)
-    assert "1 query over 1 keys: " in text and "(1.0x)" in text
+    assert "1 query over 1 key: " in text and "(1.0x)" in text
     fig, text = decoding.render_decoding(8)
     outline = [p for p in fig.axes[0].patches if p.get_edgecolor()[:3] != (0, 0, 0)]
     assert [(p.get_x(), p.get_y(), p.get_width()) for p in outline] == [(0, 7, 8)]

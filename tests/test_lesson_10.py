@@ -343,9 +343,12 @@ def test_the_kept_figure_redrawn_in_place_draws_what_a_new_figure_draws(trained_
     model, tokens, shifts = trained_and_sequences
     kept = heads_trained.TrainedHeadsFigure(model, tokens, shifts)
     moves = [(1, 2, 5, "nothing"), (1, 2, 5, "layer 0 head 0"), (0, 0, 0, "all of layer 0"),
-             (0, 3, 61, "layer 0 head 2"), (1, 1, 63, "layer 1 head 2")]  # fmt: skip
+             (0, 3, 61, "layer 0 head 2"), (1, 1, 63, "layer 1 head 2"),
+             (1, 2, 5, "nothing")]  # fmt: skip
     figures = set()
     for move in moves:
+        with pytest.raises(ValueError):  # a bad value between two moves leaves nothing behind
+            kept(*move[:3], "layer 9 head 9")
         with mpl.rc_context(RENDER_RC):
             fresh_fig, fresh_text = heads_trained.render_trained_heads(model, tokens, shifts, *move)
             fresh = figure_to_png(fresh_fig)

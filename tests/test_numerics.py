@@ -133,7 +133,7 @@ def test_sdpa_helper_gives_zeros_even_where_torch_sdpa_gives_nan(monkeypatch):
             return out
         return out.masked_fill(~attn_mask.any(dim=-1, keepdim=True), float("nan"))
 
-    monkeypatch.setattr(ta.F, "scaled_dot_product_attention", nan_for_empty_rows)
+    monkeypatch.setattr(core.F, "scaled_dot_product_attention", nan_for_empty_rows)
     q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
     assert torch.isnan(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)).any()
     out = core.sdpa(q, k, v, mask)

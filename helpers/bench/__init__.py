@@ -6,7 +6,8 @@ modules:
 
 - :mod:`~helpers.bench.flops`: ``attention_flops`` (``4 B h T^2 d_k`` forward, half when
   causal, backward 2.5 x forward), ``projection_flops``, ``tflops_per_second``.
-- :mod:`~helpers.bench.peaks`: the dense peak TFLOP/s table and ``peak_tflops(name, dtype)``.
+- :mod:`~helpers.bench.peaks`: the dense peak TFLOP/s table, ``peak_tflops(name, dtype)``, and
+  the data-sheet memory bandwidths ``BANDWIDTH_GB_S``.
 - :mod:`~helpers.bench.ceiling`: ``measured_matmul_tflops``, the device's practical ceiling.
 - :mod:`~helpers.bench.timing`: ``median_seconds`` (``torch.utils.benchmark``), and
   ``peak_memory_bytes``, the working memory of one call (CUDA and CPU).

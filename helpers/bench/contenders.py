@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.attention_core import scaled_dot_product_attention as explicit_attention
+from helpers.attention_core import scaled_dot_product_attention
 from helpers.masks import causal_mask
 from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
 
@@ -158,7 +158,7 @@ def _core(case: Case, device: torch.device, T: int) -> Callable[..., Tensor]:
 
         return lambda q, k, v: flash_attention_triton(q, k, v, is_causal=case.causal)
     mask = torch.from_numpy(causal_mask(T)).to(device) if case.causal else None
-    return lambda q, k, v: explicit_attention(q, k, v, mask)[0]
+    return lambda q, k, v: scaled_dot_product_attention(q, k, v, mask)[0]
 
 
 def _functional(module: FusedMultiHeadAttention, causal: bool) -> Callable[[Tensor], Tensor]:

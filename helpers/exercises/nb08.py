@@ -38,7 +38,12 @@ def _cache_step():
     keys, values = _randn(B, h, T, d_k, seed=83), _randn(B, h, T, d_k, seed=84)
 
     def grows_the_cache_by_the_new_token(fn):
-        out, new_keys, new_values = fn(q, k, v, keys, values)
+        result = fn(q, k, v, keys, values)
+        assert isinstance(result, tuple) and len(result) == 3, (
+            f"return the tuple (out, keys, values), got {type(result).__name__}"
+            + (f" of {len(result)}" if isinstance(result, tuple) else "")
+        )
+        out, new_keys, new_values = result
         assert_shape(out, (B, h, 1, d_k), "(B, h, 1, d_k)", name="out")
         for name, got, old, new in (("keys", new_keys, keys, k), ("values", new_values, values, v)):
             assert_shape(got, (B, h, T + 1, d_k), "(B, h, T + 1, d_k)", name=name)

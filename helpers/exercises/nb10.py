@@ -131,7 +131,8 @@ def _trained_and_tokens() -> tuple:
     notebook="10",
     hint="Work on copy.deepcopy(model). Head `head` of layer `layer` owns d_k = D / h columns of "
     "that layer's out_proj.weight (D, D): columns head * d_k to (head + 1) * d_k, because out_proj "
-    "reads the heads side by side. Set them to zero inside torch.no_grad() and return the copy.",
+    "reads the heads side by side. Set them to zero inside torch.no_grad() and return the copy. "
+    "Leave out_proj.bias alone: it belongs to no head, and the model's ablation keeps it.",
 )
 def _ablate_head():
     """Notebook 10, section 10 (Exercises), exercise 3."""

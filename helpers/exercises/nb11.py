@@ -69,7 +69,8 @@ def _partial(q, k, v):
     notebook="11",
     hint="Take m = max(m_a, m_b). Each sum was taken against its own max, so rescale them: "
     "l_a·exp(m_a - m) and l_b·exp(m_b - m); l is their sum, and the output is out_a and out_b "
-    "weighted by those rescaled sums, divided by l.",
+    "weighted by those rescaled sums, divided by l. m and l are (..., T_q) while the outputs are "
+    "(..., T_q, d): index them [..., None] to scale each row.",
 )
 def _merge_partials():
     """Notebook 11, section 8 (Exercises), exercise 2."""

@@ -92,6 +92,12 @@ def step_bytes(
     return values * require_positive_int("bytes_per_value", bytes_per_value)
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 key``, ``3 keys``, ``2 queries``."""
+    plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2] not in "aeiou" else noun + "s"
+    return f"{n} {noun if n == 1 else plural}"
+
+
 def roofline_seconds(flops: float, nbytes: float, tflops: float, gb_per_s: float) -> float:
     """The least time: the work at the peak rate, or the bytes at the memory bandwidth, if longer."""
     if not (tflops > 0 and gb_per_s > 0):
@@ -194,9 +200,10 @@ def render_decoding(step: int) -> tuple[Figure, str]:
     lines = [
         f"step {step} of {STEPS}: token {step - 1} arrives (D = {D_MODEL}, h = {HEADS}, "
         f"h_kv = {KV_HEADS}, d_k = {d_k})",
-        f"with the cache:    project 1 token, append its k and v, attend 1 query over {step} "
-        f"keys: {cached[-1]:,} FLOPs",
-        f"without the cache: project all {step} tokens, attend {step} queries over {step} keys: "
+        f"with the cache:    project 1 token, append its k and v, attend 1 query over "
+        f"{_count(step, 'key')}: {cached[-1]:,} FLOPs",
+        f"without the cache: project {_count(step, 'token')}, attend {_count(step, 'query')} "
+        f"over {_count(step, 'key')}: "
         f"{full[-1]:,} FLOPs ({full[-1] / cached[-1]:.1f}x)",
         f"so far: {cached.sum():,} FLOPs with the cache, {full.sum():,} without "
         f"({full.sum() / cached.sum():.1f}x)",

@@ -5,7 +5,8 @@
 zeroed, next to that sequence's loss at every position with and without the ablation. The
 caption gives the head's two scores on that sequence and the loss on the repeat over all the
 sequences, so a learner can break the previous-token head and watch the induction heads go
-blind. :func:`ablation_choices` lists what can be ablated.
+blind. :class:`TrainedHeadsFigure` draws the same picture into one kept figure, redrawn in
+place, for the explorer; :func:`ablation_choices` lists what can be ablated.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class TrainedHeadsFigure:
     ``TrainedHeadsFigure(model, tokens, shifts)(layer, head, example, ablate)`` returns what
     :func:`render_trained_heads` returns, but every call returns the *same* figure, redrawn:
     a new heatmap would build 64 tick labels again, half of a redraw's time. The loss of each
-    ablation over all B sequences is computed once and kept. Notebook 10, section 9 (Explore).
+    ablation over all B sequences is computed once and kept, so the picture is of the model as
+    it was then: after changing its weights, build a new one. Notebook 10, section 9 (Explore).
     """
 
     def __init__(self, model: AttentionOnlyTransformer, tokens: Tensor, shifts: Tensor):
@@ -131,8 +133,10 @@ class TrainedHeadsFigure:
             if self.choices[ablate]
             else "nothing ablated"
         )
+        after_wrap = ~self.repeat[example] & (torch.arange(len(self.repeat[example])) >= self.half)
+        wrap = "".join(f"; position {j + 1} follows the wrap" for j in after_wrap.nonzero()[:, 0])
         lines = [
-            f"sequence {example}: the repeat is rotated by {int(self.shifts[example])}",
+            f"sequence {example}: the repeat is rotated by {int(self.shifts[example])}{wrap}",
             f"layer {layer} head {head} here: previous-token score {prev:.2f}, "
             f"induction score {ind:.2f}",
             f"loss on the repeat over all {len(self.tokens)} sequences: "
@@ -143,12 +147,14 @@ class TrainedHeadsFigure:
     def _build(self) -> None:
         """The figure's fixed parts: heatmap and colour bar, the two loss lines, the guides."""
         length = self.tokens.shape[1]
-        self._fig, (left, right) = plt.subplots(
+        fig, (left, right) = plt.subplots(
             1, 2, figsize=(11.5, 5.2), gridspec_kw={"width_ratios": [1.15, 1]}
         )
         blank = [""] * length
         attention_heatmap(np.zeros((length, length)), blank, blank, ax=left, annotate=False)
         left.tick_params(labelsize=7)
+        left.axhline(self.half, color="white", lw=1)  # the repeat starts at query L...
+        left.axvline(self.half, color="white", lw=1)  # ...and at key L
         positions = np.arange(1, length)  # the position of the token being predicted
         self._clean_line = right.plot(positions, np.zeros(length - 1), "o-", color="0.6")[0]
         self._broken_line = right.plot(positions, np.zeros(length - 1), "o-", color="C3")[0]
@@ -158,8 +164,9 @@ class TrainedHeadsFigure:
         self._chance.set_label(f"log({vocab})")
         right.text(self.half - 0.2, 0.2, "repeat starts", fontsize=9)
         right.set(xlabel="position of the token predicted", ylabel="loss (nats)")
-        self._fig.subplots_adjust(left=0.06, right=0.98, wspace=0.25)  # no tight_layout: 2 draws
-        plt.close(self._fig)  # never shown by pyplot: the explorer shows its picture
+        fig.subplots_adjust(left=0.06, right=0.98, wspace=0.25)  # no tight_layout: 2 draws
+        plt.close(fig)  # never shown by pyplot: the explorer shows its picture
+        self._fig = fig  # last: a build that failed half-way is tried again at the next call
 
     def _update(self, weights, layer, head, example, ablate, clean, broken) -> None:
         left, right = self._fig.axes[:2]
