@@ -208,6 +208,16 @@ def test_tile_step_rejects_an_output_that_is_never_rescaled(capsys):
     assert result == "failed" and "check 2 of 3 failed" in out and "is acc rescaled" in out
 
 
+def test_tile_step_asks_for_the_tuple_in_its_first_check(capsys):
+    def returns_a_list(m, total, acc, s, v_tile):
+        m_new = np.maximum(m, s.max(axis=-1))
+        rescale, p = np.exp(m - m_new), np.exp(s - m_new[:, None])
+        return [m_new, total * rescale + p.sum(axis=-1), acc * rescale[:, None] + p @ v_tile]
+
+    result, out = _results("tile_step", returns_a_list, capsys)
+    assert result == "failed" and "check 1 of 3 failed" in out and "return the tuple" in out
+
+
 def test_tile_step_rejects_a_version_that_turns_masked_scores_into_nan(capsys):
     def subtracts_the_tile_max(m, total, acc, s, v_tile):  # -inf - (-inf) for hidden rows
         m_new = np.maximum(m, s.max(axis=-1))

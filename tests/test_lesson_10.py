@@ -262,7 +262,7 @@ def test_an_ablation_that_edits_the_original_is_caught_and_leaves_the_checkers_m
 CAUGHT_BY = [
     ("previous_token_score", "every_query", 3, "averages over every query"),
     ("induction_score", "the_earlier_copy_itself", 2, "should score 1"),
-    ("induction_score", "keeps_the_wrap", 3, "differ from the reference"),
+    ("induction_score", "keeps_the_wrap", 3, "every second-half query counted"),
     ("induction_score", "averages_over_sequences", 1, "expected (B, h) = (4, 3)"),
     ("ablate_head", "zeroes_rows_not_columns", 2, "zero that head's columns of out_proj.weight"),
 ]

@@ -97,7 +97,9 @@ def _tile_step():
         return m, total, acc
 
     def returns_the_right_shapes(fn):
-        m, total, acc = fn(np.full(T, -np.inf), np.zeros(T), np.zeros((T, d)), scores[:, :5], v[:5])
+        out = fn(np.full(T, -np.inf), np.zeros(T), np.zeros((T, d)), scores[:, :5], v[:5])
+        assert isinstance(out, tuple) and len(out) == 3, "return the tuple (m, total, acc)"
+        m, total, acc = out
         assert_shape(m, (T,), "(b_q,)", name="m")
         assert_shape(total, (T,), "(b_q,)", name="total")
         assert_shape(acc, (T, d), "(b_q, d_v)", name="acc")

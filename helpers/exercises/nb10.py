@@ -105,8 +105,19 @@ def _induction_score():
             f"query whose copy is the first half's last token), got {got.flatten().tolist()}"
         )
 
+    def with_the_wrap_query_kept(weights):  # a likely slip: every second-half query counted
+        earlier = (tokens[:, HALF:, None] == tokens[:, None, :HALF]).float().argmax(-1)  # (B, L)
+        rows = weights[:, :, HALF:, :]  # (B, h, L, T)
+        index = (earlier + 1)[:, None, :, None].expand(-1, rows.shape[1], -1, 1)
+        return rows.gather(-1, index)[..., 0].mean(-1)  # (B, h)
+
     def matches_the_reference_on_random_maps(fn):
         got = torch.as_tensor(fn(maps, tokens, HALF), dtype=torch.float64)
+        if torch.allclose(got, with_the_wrap_query_kept(maps)):
+            raise AssertionError(
+                "these are the scores with every second-half query counted: leave out the query "
+                "whose earlier copy is the first half's last token"
+            )
         assert torch.allclose(got, scores.induction_score(maps, tokens, HALF)), (
             "on random maps, the scores differ from the reference"
         )
