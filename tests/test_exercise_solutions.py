@@ -34,6 +34,29 @@ def test_checker_reports_a_stub_as_not_attempted_without_raising(capsys):
     assert exercises.RESULTS["row_sums"] == "not attempted"
 
 
+def test_checker_names_an_earlier_exercise_s_stub_that_the_answer_calls(capsys):
+    def stable_softmax(x):
+        raise NotImplementedError
+
+    def attend_all(q, k, v):
+        return stable_softmax(q @ k.T) @ v
+
+    exercises.check("attend_all_queries", attend_all)
+    out = capsys.readouterr().out
+    assert "calls `stable_softmax`, which still raises NotImplementedError" in out
+    assert "not attempted yet" not in out
+
+
+def test_checker_asks_about_a_forgotten_return(capsys):
+    def row_sums(w):
+        w.sum(axis=-1)
+
+    exercises.check("row_sums", row_sums)
+    assert "returned None: did you forget `return`?" in capsys.readouterr().out
+    exercises.check("row_sums", lambda x: x.sum(axis=0))
+    assert "returned None" not in capsys.readouterr().out
+
+
 def test_checker_reports_a_wrong_answer_with_a_hint(capsys):
     exercises.check("row_sums", lambda x: x.sum(axis=0))
     assert exercises.RESULTS["row_sums"] == "failed"

@@ -89,22 +89,53 @@ def check(name: str, fn: Callable) -> None:
     """Run exercise ``name``'s checks on ``fn`` and print a verdict (also kept in RESULTS).
 
     First used in notebook 00, section 6 (Your first exercise); every exercise cell ends with it.
+    Two slips get a sentence of their own: a function that returns ``None`` (a forgotten
+    ``return``), and a function that calls another exercise's stub still unwritten.
     """
     ex = get(name)
+    returned_none = False
+
+    def watched(*args, **kwargs):
+        nonlocal returned_none
+        out = fn(*args, **kwargs)
+        returned_none = returned_none or out is None
+        return out
+
     for i, (what, run) in enumerate(ex.checks, start=1):
         try:
-            run(fn)
-        except NotImplementedError:
+            run(watched)
+        except NotImplementedError as error:
             RESULTS[name] = "not attempted"
-            print(
-                f"⏳ {name}: not attempted yet. Replace `raise NotImplementedError` with your code."
-            )
+            stub = _raised_in(error)
+            if stub in (None, getattr(fn, "__name__", None)):
+                print(
+                    f"⏳ {name}: not attempted yet. "
+                    "Replace `raise NotImplementedError` with your code."
+                )
+            else:
+                print(
+                    f"⏳ {name}: your function calls `{stub}`, which still raises "
+                    "NotImplementedError: write that one first (an earlier exercise), then run "
+                    "this cell again."
+                )
             return
         except Exception as error:  # the learner's code may fail in any way; report it
             RESULTS[name] = "failed"
             detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
             print(f"❌ {name}: check {i} of {len(ex.checks)} failed ({what}).\n   {detail}")
+            if returned_none:
+                print("   Your function returned None: did you forget `return`?")
             print(f"   Hint: {ex.hint}")
             return
     RESULTS[name] = "passed"
     print(f"✅ {name}: all {len(ex.checks)} checks passed.")
+
+
+def _raised_in(error: BaseException) -> str | None:
+    """The name of the function whose own line raised ``error`` (the innermost frame)."""
+    tb = error.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_name

@@ -86,7 +86,8 @@ def _stable_softmax():
     notebook="01",
     hint=(
         "scores = keys @ query has one number per key; weights = softmax(scores); "
-        "output = weights @ values. Return (output, weights)."
+        "output = weights @ values. Return (output, weights). No division by sqrt(d_k) yet: "
+        "that comes in notebook 02."
     ),
 )
 def _attend_one_query():
@@ -127,7 +128,8 @@ def _attend_one_query():
     notebook="01",
     hint=(
         "scores = queries @ keys.T has shape (T_q, T_k); take a softmax along the last axis "
-        "(one per query row), then output = weights @ values."
+        "(one per query row), then output = weights @ values. No division by sqrt(d_k) yet: "
+        "that comes in notebook 02."
     ),
 )
 def _attend_all_queries():

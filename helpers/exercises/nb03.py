@@ -12,7 +12,9 @@ from helpers.numpy_attention import softmax
 @exercise(
     "padding_mask_from_lengths",
     notebook="03",
-    hint="Compare np.arange(T) (positions, shape (T,)) with the lengths as a column (B, 1).",
+    hint="Compare np.arange(T) (positions, shape (T,)) with the lengths as a column (B, 1), "
+    "using <: position j is a real token when j < length, so a sentence of length 3 is True at "
+    "positions 0, 1 and 2 (True means a real token).",
 )
 def _padding_mask_from_lengths():
     """Notebook 03, section Exercises, exercise 1 (a padding mask from lengths)."""

@@ -66,7 +66,8 @@ def _merge_heads():
     "one_head",
     notebook="04",
     hint="Head i uses columns i*d_k:(i+1)*d_k of W_q, W_k, W_v (and of b_q, b_k, b_v); "
-    "project x with those slices, then call scaled_dot_product_attention.",
+    "project x with those slices, then call scaled_dot_product_attention and return its "
+    "(output, weights) pair.",
 )
 def _one_head():
     """Notebook 04, section Exercises, exercise 3 (one head by hand)."""

@@ -142,7 +142,11 @@ def render_heads_split(num_heads: int, world_size: int) -> tuple[Figure, str]:
             f"out_proj columns {spans(np.flatnonzero(column_owner == rank))}; "
             f"{held} of {total} weights"
         )
-    lines.append("then one all-reduce adds the ranks' (B, T, D) partial outputs")
+    lines.append(
+        "then one all-reduce adds the ranks' (B, T, D) partial outputs"
+        if world_size > 1
+        else "one rank holds every head: its output is the layer's, with nothing to all-reduce"
+    )
     return fig, "\n".join(lines)
 
 
@@ -282,4 +286,8 @@ def render_ring(world_size: int, step: int, layout: str, is_causal: bool) -> tup
         )
     so_far = schedule["pairs_so_far"]
     lines.append(f"allowed pairs so far per rank: {so_far}; the busiest has {max(so_far)}")
+    lines.append(
+        "pairs on the left: full colour at this step, pale at earlier steps, white at later ones"
+        + (", grey where the mask hides them" if is_causal else "")
+    )
     return fig, "\n".join(lines)
