@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import platform
 import random
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -53,6 +55,25 @@ def seed_everything(seed: int = 0) -> np.random.Generator:
     except ImportError:  # the NumPy notebooks do not need torch
         pass
     return np.random.default_rng(seed)
+
+
+@contextlib.contextmanager
+def single_thread() -> Iterator[None]:
+    """Run torch on one CPU thread, so the sums happen in one fixed order and a run repeats exactly.
+
+    One thread removes what the split of the work between threads would change; another
+    machine's maths library (BLAS) or instruction set can still change the last digits, which
+    is why the notebooks round what they print. Training in notebooks 05 and 10 runs in it, and
+    notebook 10's explorer too (its small tensors are faster on one thread).
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def setup(seed: int = 0) -> np.random.Generator:

@@ -38,6 +38,7 @@ from helpers.masks import head_mask
 from helpers.torch_attention import FusedMultiHeadAttention, combine_heads, split_heads
 
 TIMEOUT = datetime.timedelta(seconds=60)  # the longest any collective may wait for a peer
+GRACE_SECONDS = 2.0  # after one worker fails, how long the others get to finish before a kill
 
 
 def tensor_parallel_shards(module: FusedMultiHeadAttention, world_size: int) -> list[dict]:
@@ -215,7 +216,8 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
                                      nprocs=world_size, join=False, start_method="spawn")  # fmt: skip
         start = time.monotonic()
         try:
-            while not context.join(timeout=0.5, grace_period=2.0):  # raises when one fails
+            # join raises when one worker fails, after giving the others GRACE_SECONDS
+            while not context.join(timeout=0.5, grace_period=GRACE_SECONDS):
                 if time.monotonic() - start > deadline_s:
                     raise TimeoutError(f"{world_size} workers still running after {deadline_s} s")
         except ProcessException as error:

@@ -8,9 +8,7 @@ anti-diagonal.
 
 from __future__ import annotations
 
-import contextlib
 import string
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +17,7 @@ from torch import Tensor, nn
 from tqdm.auto import trange
 
 from helpers import validation
+from helpers.env import single_thread
 from helpers.torch_attention import MultiHeadAttention
 
 
@@ -92,22 +91,6 @@ def make_model(
     return AttentionOnlyModel(task.vocab_size, task.length, d_model, num_heads)
 
 
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """Run torch on one CPU thread, so the sums happen in one fixed order and a run repeats exactly.
-
-    One thread removes what the split of the work between threads would change; another
-    machine's maths library (BLAS) or instruction set can still change the last digits, which
-    is why notebook 05 rounds what it prints.
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def train(
     model: AttentionOnlyModel,
     task: ReverseTask,
@@ -122,7 +105,7 @@ def train(
     Each step computes the logits of ``batch_size`` new sequences, their cross-entropy loss
     (minus the log of the probability given to the right letter, averaged over every position),
     fills every ``.grad`` with ``loss.backward()`` and lets Adam move each parameter against its
-    gradient, at a pace set by ``lr``. Runs in :func:`single_thread`. The batch of step ``s``
+    gradient, at a pace set by ``lr``. Runs in :func:`helpers.env.single_thread`. The batch of step ``s``
     comes from seed ``seed * 100_000 + s``, so held-out data from :func:`evaluate` (seed 0 by
     default) is never seen during training.
     """

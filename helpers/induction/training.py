@@ -15,6 +15,7 @@ from torch import nn
 from tqdm.auto import trange
 
 from helpers import validation
+from helpers.env import single_thread
 from helpers.induction.data import predictable, repeated_sequences
 from helpers.induction.model import AttentionOnlyTransformer
 from helpers.induction.scores import induction_score, previous_token_score
@@ -51,9 +52,7 @@ def train(model: AttentionOnlyTransformer, steps: int, batch: int = 64, lr: floa
     steps = validation.require_positive_int("steps", steps)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     losses = []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with single_thread():
         for step in trange(steps, desc="training", disable=not progress):
             tokens, _ = repeated_sequences(
                 batch, CONFIG["half"], CONFIG["vocab"], seed * 100_000 + step, random_shift
@@ -63,8 +62,6 @@ def train(model: AttentionOnlyTransformer, steps: int, batch: int = 64, lr: floa
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
-    finally:
-        torch.set_num_threads(threads)
     return losses
 
 

@@ -92,10 +92,9 @@ def step_bytes(
     return values * require_positive_int("bytes_per_value", bytes_per_value)
 
 
-def _count(n: int, noun: str) -> str:
+def _count(n: int, noun: str, plural: str | None = None) -> str:
     """``1 key``, ``3 keys``, ``2 queries``."""
-    plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2] not in "aeiou" else noun + "s"
-    return f"{n} {noun if n == 1 else plural}"
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def roofline_seconds(flops: float, nbytes: float, tflops: float, gb_per_s: float) -> float:
@@ -202,7 +201,7 @@ def render_decoding(step: int) -> tuple[Figure, str]:
         f"h_kv = {KV_HEADS}, d_k = {d_k})",
         f"with the cache:    project 1 token, append its k and v, attend 1 query over "
         f"{_count(step, 'key')}: {cached[-1]:,} FLOPs",
-        f"without the cache: project {_count(step, 'token')}, attend {_count(step, 'query')} "
+        f"without the cache: project {_count(step, 'token')}, attend {_count(step, 'query', 'queries')} "
         f"over {_count(step, 'key')}: "
         f"{full[-1]:,} FLOPs ({full[-1] / cached[-1]:.1f}x)",
         f"so far: {cached.sum():,} FLOPs with the cache, {full.sum():,} without "

@@ -11,9 +11,6 @@ place, for the explorer; :func:`ablation_choices` lists what can be ablated.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -21,6 +18,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from helpers import validation
+from helpers.env import single_thread
 from helpers.induction.data import predictable
 from helpers.induction.model import AttentionOnlyTransformer
 from helpers.induction.scores import induction_score, previous_token_score
@@ -111,7 +109,7 @@ class TrainedHeadsFigure:
     def loss(self, ablate: str) -> Tensor:
         """Next-token loss ``(B, T - 1)`` of every sequence with ``ablate``'s heads zeroed."""
         if ablate not in self._losses:
-            with torch.no_grad(), _one_thread():
+            with torch.no_grad(), single_thread():
                 self._losses[ablate] = next_token_loss(
                     self.model, self.tokens, ablate=self.choices[ablate]
                 )
@@ -119,7 +117,7 @@ class TrainedHeadsFigure:
 
     def __call__(self, layer: int, head: int, example: int, ablate: str) -> tuple[Figure, str]:
         _check_choice(self.model, self.tokens, layer, head, example, ablate, self.choices)
-        with torch.no_grad(), _one_thread():
+        with torch.no_grad(), single_thread():
             _, maps = self.model(self.tokens[example : example + 1], ablate=self.choices[ablate])
         weights = maps[layer][:, head : head + 1]  # (1, 1, T, T)
         clean, broken = self.loss("nothing"), self.loss(ablate)
@@ -185,14 +183,3 @@ class TrainedHeadsFigure:
         right.set_title(f"sequence {example}: loss per position", fontsize=11)
         lines = [self._clean_line, self._broken_line][: 1 + ablated] + [self._chance]
         right.legend(handles=lines, loc="upper right", fontsize=9)
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Small tensors: one thread is faster, and never waits on another."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
