@@ -12,6 +12,7 @@ import re
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import pytest
+from notebook_tools import verdict
 
 from helpers import exercises
 from helpers.widgets import explore, fused_layout
@@ -37,7 +38,37 @@ def test_split_exercise_rejects_a_reshape_that_ignores_the_layout(capsys):
 
     exercises.check("split_fused", wrong)
     assert exercises.RESULTS["split_fused"] == "failed"
-    assert "check 2 of 2 failed" in capsys.readouterr().out
+    assert "check 2 of 4 failed" in capsys.readouterr().out
+
+
+def _split(qkv, num_heads, interleaved=False):
+    b, t, three_d = qkv.shape
+    d_k = three_d // (3 * num_heads)
+    if interleaved:
+        return qkv.view(b, t, num_heads, 3, d_k).permute(3, 0, 2, 1, 4).unbind(0)
+    return qkv.view(b, t, 3, num_heads, d_k).permute(2, 0, 3, 1, 4).unbind(0)
+
+
+def _chunk_then_split(qkv, num_heads, interleaved=False):  # ignores the layout
+    b, t, _ = qkv.shape
+    return [p.reshape(b, t, num_heads, -1).transpose(1, 2) for p in qkv.chunk(3, dim=-1)]
+
+
+def test_split_exercise_accepts_view_permute_unbind_for_both_layouts():
+    assert verdict("split_fused", _split) == "passed"
+
+
+def test_split_exercise_rejects_chunk_which_cannot_read_the_interleaved_layout(capsys):
+    exercises.check("split_fused", _chunk_then_split)
+    out = capsys.readouterr().out
+    assert exercises.RESULTS["split_fused"] == "failed"
+    assert "check 3 of 4 failed" in out and "interleaved=True" in out
+
+
+def test_split_exercise_rejects_a_split_that_copies(capsys):
+    exercises.check("split_fused", lambda *a, **k: [p.contiguous() for p in _split(*a, **k)])
+    out = capsys.readouterr().out
+    assert "check 4 of 4 failed" in out and "q is a copy" in out
 
 
 # --- the fused-layout explorer ---------------------------------------------------------------
