@@ -12,10 +12,13 @@ import re
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import pytest
-from notebook_tools import verdict
+from conftest import NOTEBOOKS
+from notebook_tools import read, verdict
 
 from helpers import exercises
 from helpers.widgets import explore, fused_layout
+
+NOTEBOOK = next(path for path in NOTEBOOKS if path.name.startswith("06_"))
 
 
 def test_every_exercise_of_notebook_06_rejects_a_stub(capsys):
@@ -132,3 +135,46 @@ def test_fused_split_explorer_redraws_when_driven_headless():
     assert box.image.value != first_image and "Q False, K False, V False" in box.caption.value
     split.value = fused_layout.SPLITS[1]
     assert "Q True, K True, V True" in box.caption.value
+
+
+# --- the committed timings of section 7 are a measurement -----------------------------------
+
+TIMING_LINE = re.compile(r"D =\s*(\d+): separate\s+([\d.]+) µs.*?fused\s+([\d.]+) µs")
+SLOWEST_FLOPS = 1e9  # float32 FLOP/s: a CPU core of the last twenty years does several times this
+FASTEST_FLOPS = 1e14  # no CPU multiplies this fast
+CALL_OVERHEAD_S = 1e-3  # three nn.Linear calls cost tens of µs beyond their arithmetic
+
+
+def test_committed_projection_timings_are_physically_plausible():
+    """A projection of 256 tokens cannot take milliseconds at D = 32: one that does was timed on
+    a busy machine (python -m tools.run_notebooks refuses to write it; re-run 06 when quiet)."""
+    nb = read(NOTEBOOK)
+    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    batch, length = map(int, re.search(r"B_bench, T_bench = (\d+), (\d+)", source).groups())
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "speed_up = times" in c.source]
+    rows = TIMING_LINE.findall("".join(o.get("text", "") for o in cell.outputs))
+    assert len(rows) == 5, "06 printed no timings"
+    for d_model, *micros in rows:
+        flops = 2 * batch * length * int(d_model) * 3 * int(d_model)  # Q, K and V: 3 D outputs
+        slowest = CALL_OVERHEAD_S + flops / SLOWEST_FLOPS
+        for name, micro in zip(("separate", "fused"), micros, strict=True):
+            seconds = float(micro) * 1e-6
+            assert flops / FASTEST_FLOPS < seconds < slowest, (
+                f"D = {d_model}: {name} {seconds * 1e6:.1f} µs for {flops / 1e6:.1f} MFLOP is "
+                f"not a measurement of the code (at most {slowest * 1e6:.0f} µs): the machine "
+                "was busy; re-run notebook 06 on a quiet one"
+            )
+
+
+def test_log_ticks_label_a_span_of_less_than_a_decade():
+    from helpers.bench.plots import log_ticks
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [30, 400])
+    ax.set_yscale("log")
+    log_ticks(ax.yaxis)
+    fig.canvas.draw()
+    lo, hi = ax.get_ylim()
+    labels = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi]
+    assert len(labels) >= 3 and all(labels), labels
+    assert "50" in labels and "100" in labels and "200" in labels, labels
