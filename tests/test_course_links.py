@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shutil
 
+import pytest
 from colab_tools import colab_install_command, requirements_in
 from conftest import NOTEBOOKS, ROOT
 from notebook_tools import code_cells, read
@@ -93,3 +94,53 @@ def test_readme_table_rows_have_five_cells_even_with_a_pipe_in_a_goal():
     )
     row = sync.syllabus_table([lesson]).splitlines()[-1]
     assert len(re.findall(r"(?<!\\)\|", row)) == 6, row
+
+
+def _lesson(number: str, time: str):
+    from tools.syllabus import Lesson
+
+    return Lesson(f"{number}_x.ipynb", number, f"Lesson {number}", "p", ("g",), "none", time)
+
+
+def test_sync_rewrites_teaching_headings_and_the_table_of_times():
+    syllabus = [
+        _lesson("01", "about 45 minutes"),
+        _lesson("02", "about 55 minutes (plus about 15 for the optional *Going further*)"),
+    ]
+    stale = (
+        "### 01 · Lesson 01 (about 35 minutes)\n\ntext\n\n### 02 · Old title (about 45 minutes)\n"
+        f"\n{sync.TIMES_START}\nold\n{sync.TIMES_END}\n"
+    )
+    text = sync.synced_teaching(stale, syllabus)
+    assert "### 01 · Lesson 01 (about 45 minutes)" in text
+    assert "### 02 · Lesson 02 (about 55 minutes)" in text and "Old title" not in text
+    assert "| 02 | Lesson 02 | 55 min | 15 min |" in text
+    assert "| 01 | Lesson 01 | 45 min | — |" in text
+    assert "| | **all 2** | **100 min** | **15 min** |" in text
+    assert sync.synced_teaching(text, syllabus) == text
+
+
+def test_teaching_guide_shows_the_times_of_the_notebooks():
+    text = TEACHING.read_text(encoding="utf-8")
+    assert sync.synced_teaching(text, lessons()) == text, "run `make sync-notebooks`"
+    assert sync.TIMES_START in text
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_going_further_section_closes_the_notebook_exactly_when_its_time_names_one(path):
+    lesson = read_lesson(path)
+    headings = [
+        line
+        for cell in read(path).cells
+        if cell.cell_type == "markdown"
+        for line in cell.source.splitlines()
+        if line.startswith("## ")
+    ]
+    has_section = any(h.startswith("## Going further") for h in headings)
+    assert has_section == (lesson.going_further_minutes > 0), (
+        f"{path.name}: its time is {lesson.time!r}, which must say 'plus about N for the optional "
+        "*Going further*' exactly when the notebook has a '## Going further' section"
+    )
+    if has_section:
+        assert headings[-1].startswith("## Going further"), "Going further must come last"
+        assert lesson.minutes <= 60, "a lesson's own time is at most 60 minutes"

@@ -11,6 +11,7 @@ from conftest import NOTEBOOKS
 from notebook_tools import number, read, solutions
 
 from helpers import exercises
+from helpers.numpy_attention import scaled_dot_product_attention, softmax
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -83,3 +84,21 @@ def test_a_wrong_shape_is_reported_with_its_name_and_layout(capsys):
     exercises.check("attend_all_queries", transposed)
     assert exercises.RESULTS["attend_all_queries"] == "failed"
     assert "weights: expected (T_q, T_k) = (2, 5), got (5, 2)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("name", "answer"),
+    [
+        ("attend_one_query", lambda q, k, v: softmax(k @ q) @ v),
+        ("attend_all_queries", lambda q, k, v: softmax(q @ k.T) @ v),
+        ("scaled_attention", lambda q, k, v: scaled_dot_product_attention(q, k, v)[0]),
+        ("self_attention", lambda x, a, b, c: scaled_dot_product_attention(x @ a, x @ b, x @ c)[0]),
+    ],
+)
+def test_returning_only_the_output_is_told_to_return_the_pair(capsys, name, answer):
+    exercises.check(name, answer)
+    out = capsys.readouterr().out
+    assert exercises.RESULTS[name] == "failed"
+    assert "expected the pair (output, weights), got one ndarray of shape" in out
+    assert "end with `return (output, weights)`" in out
+    assert "too many values to unpack" not in out and "expected (" not in out

@@ -10,8 +10,14 @@ import pytest
 from notebook_tools import verdict
 from plot_tools import grid_tiles
 
+from helpers import exercises
 from helpers.data import random_batch
-from helpers.numpy_attention import MultiHeadAttention, combine_heads, split_heads
+from helpers.numpy_attention import (
+    MultiHeadAttention,
+    combine_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from helpers.widgets import explore
 from helpers.widgets.heads import D_MODEL, make_model, render_heads, shape_trace
 
@@ -76,12 +82,47 @@ def test_heads_explorer_redraws_the_grid_and_trace_when_a_slider_moves():
 # --- exercises of 04 reject wrong answers -------------------------------------------------
 
 
+def _split_with_the_notebooks_sizes(x, num_heads):
+    B, T = 2, 5  # the notebook's sizes, not x's
+    return x.reshape(B, T, num_heads, -1).transpose(0, 2, 1, 3)
+
+
+def _split_any(x, num_heads):
+    *lead, length, d_model = x.shape
+    return np.swapaxes(x.reshape(*lead, length, num_heads, d_model // num_heads), -3, -2)
+
+
+def _merge_any(x):
+    x = np.swapaxes(x, -3, -2)  # (..., T, h, d_k)
+    return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])
+
+
+def _contributions_from_columns(heads, W_o):  # columns of W_o instead of rows
+    d_k = heads.shape[-1]
+    return np.stack(
+        [heads[:, i] @ W_o[:, i * d_k : (i + 1) * d_k] for i in range(heads.shape[1])], axis=1
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "wrong"),
     [
         ("split_into_heads", lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1)),
+        ("split_into_heads", split_heads),  # (B, T, D) only: fails on one sentence
+        ("split_into_heads", _split_with_the_notebooks_sizes),
         ("merge_heads", lambda x: x.reshape(x.shape[0], x.shape[2], -1)),
-        ("one_head", lambda x, p, h, i: MultiHeadAttention(8, 4, seed=0)(x)[1][:, i]),
+        ("merge_heads", combine_heads),  # (B, h, T, d_k) only
+        ("head_contributions", _contributions_from_columns),
+        ("head_contributions", lambda heads, W_o: combine_heads(heads) @ W_o),  # the sum only
+    ],
+    ids=[
+        "split_without_transpose",
+        "split_of_a_batch_only",
+        "split_with_the_notebooks_sizes",
+        "merge_without_transpose",
+        "merge_of_a_batch_only",
+        "contributions_from_columns_of_w_o",
+        "contributions_already_summed",
     ],
 )
 def test_exercise_checker_rejects_a_plausible_wrong_answer(name, wrong):
@@ -89,9 +130,28 @@ def test_exercise_checker_rejects_a_plausible_wrong_answer(name, wrong):
         assert verdict(name, wrong) == "failed"
 
 
-def test_exercise_checkers_accept_the_helpers_as_answers():
-    assert verdict("split_into_heads", split_heads) == "passed"
-    assert verdict("merge_heads", combine_heads) == "passed"
+def test_split_with_the_notebooks_sizes_is_told_to_read_them_from_x_shape(capsys):
+    exercises.check("split_into_heads", _split_with_the_notebooks_sizes)
+    out = capsys.readouterr().out
+    assert "check 2 of 3 failed" in out
+    assert "Read the sizes from x.shape, not from the notebook's B, T and D" in out
+
+
+def test_exercise_checkers_accept_answers_for_any_leading_axes():
+    assert verdict("split_into_heads", _split_any) == "passed"
+    assert verdict("merge_heads", _merge_any) == "passed"
+    assert verdict("head_contributions", lambda h, W: h @ W.reshape(h.shape[1], -1, len(W))) == (
+        "passed"
+    )
+
+
+def test_head_contributions_add_up_to_the_helpers_output_projection(rng):
+    mha = MultiHeadAttention(8, 4, seed=3)
+    x = rng.standard_normal((2, 5, 8))
+    q, k, v = (split_heads(mha.project(x, n), 4) for n in "qkv")
+    heads, _ = scaled_dot_product_attention(q, k, v)
+    parts = heads @ mha.params["W_o"].reshape(4, 2, 8)  # (B, h, T, D): one term per head
+    np.testing.assert_allclose(parts.sum(axis=1) + mha.params["b_o"], mha(x)[0], atol=1e-12)
 
 
 @pytest.mark.parametrize(

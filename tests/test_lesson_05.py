@@ -11,9 +11,11 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 import torch
+from notebook_tools import verdict
 from torch import nn
 
 from helpers import exercises
+from helpers.masks import causal_mask, padding_mask, to_block
 from helpers.reverse_task import ReverseTask, attention_maps, evaluate, make_model, train
 from helpers.widgets import explore
 from helpers.widgets.training import render_head_browser, strongest_keys
@@ -42,6 +44,55 @@ def test_linear_exercise_rejects_the_untransposed_weight(capsys):
     exercises.check("linear_from_numpy", wrong)
     assert exercises.RESULTS["linear_from_numpy"] == "failed"
     assert "Hint:" in capsys.readouterr().out
+
+
+def _right_padding(lengths, T):
+    return torch.from_numpy(to_block(padding_mask(lengths, T)))
+
+
+def _right_causal(T):
+    return torch.from_numpy(to_block(causal_mask(T)))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (
+            lambda lengths, T: (_right_padding(lengths, T)[:, None], _right_causal(T)),
+            "key_padding_mask: expected (B, T) = (2, 5), got (2, 1, 5)",
+        ),
+        (
+            lambda lengths, T: (torch.from_numpy(padding_mask(lengths, T)), _right_causal(T)),
+            "this is the course's padding mask, True at the real tokens",
+        ),
+        (
+            lambda lengths, T: (_right_padding(lengths, T), torch.ones(T, T).triu().bool()),
+            "attn_mask is True on the diagonal, so a token may not attend to itself",
+        ),
+        (
+            lambda lengths, T: (_right_padding(lengths, T), _right_causal(T)[None]),
+            "attn_mask: expected (T, T) = (5, 5), got (1, 5, 5)",
+        ),
+    ],
+    ids=[
+        "padding_with_an_extra_axis",
+        "padding_not_flipped",
+        "causal_blocks_the_diagonal",
+        "causal_with_an_extra_axis",
+    ],
+)
+def test_mask_exercise_names_the_slip_it_sees(capsys, wrong, message):
+    exercises.check("torch_mha_masks", wrong)
+    out = capsys.readouterr().out
+    assert exercises.RESULTS["torch_mha_masks"] == "failed"
+    assert message in out
+    assert "expected True at the padding" not in out and "expected True above" not in out
+
+
+def test_mask_exercise_accepts_the_flipped_masks():
+    assert verdict("torch_mha_masks", lambda n, T: (_right_padding(n, T), _right_causal(T))) == (
+        "passed"
+    )
 
 
 # --- the reverse task, the attention-only model and its training loop ---------------------

@@ -12,9 +12,13 @@ import re
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import pytest
+from conftest import NOTEBOOKS
+from notebook_tools import read, verdict
 
 from helpers import exercises
 from helpers.widgets import explore, fused_layout
+
+NOTEBOOK = next(path for path in NOTEBOOKS if path.name.startswith("06_"))
 
 
 def test_every_exercise_of_notebook_06_rejects_a_stub(capsys):
@@ -37,7 +41,37 @@ def test_split_exercise_rejects_a_reshape_that_ignores_the_layout(capsys):
 
     exercises.check("split_fused", wrong)
     assert exercises.RESULTS["split_fused"] == "failed"
-    assert "check 2 of 2 failed" in capsys.readouterr().out
+    assert "check 2 of 4 failed" in capsys.readouterr().out
+
+
+def _split(qkv, num_heads, interleaved=False):
+    b, t, three_d = qkv.shape
+    d_k = three_d // (3 * num_heads)
+    if interleaved:
+        return qkv.view(b, t, num_heads, 3, d_k).permute(3, 0, 2, 1, 4).unbind(0)
+    return qkv.view(b, t, 3, num_heads, d_k).permute(2, 0, 3, 1, 4).unbind(0)
+
+
+def _chunk_then_split(qkv, num_heads, interleaved=False):  # ignores the layout
+    b, t, _ = qkv.shape
+    return [p.reshape(b, t, num_heads, -1).transpose(1, 2) for p in qkv.chunk(3, dim=-1)]
+
+
+def test_split_exercise_accepts_view_permute_unbind_for_both_layouts():
+    assert verdict("split_fused", _split) == "passed"
+
+
+def test_split_exercise_rejects_chunk_which_cannot_read_the_interleaved_layout(capsys):
+    exercises.check("split_fused", _chunk_then_split)
+    out = capsys.readouterr().out
+    assert exercises.RESULTS["split_fused"] == "failed"
+    assert "check 3 of 4 failed" in out and "interleaved=True" in out
+
+
+def test_split_exercise_rejects_a_split_that_copies(capsys):
+    exercises.check("split_fused", lambda *a, **k: [p.contiguous() for p in _split(*a, **k)])
+    out = capsys.readouterr().out
+    assert "check 4 of 4 failed" in out and "q is a copy" in out
 
 
 # --- the fused-layout explorer ---------------------------------------------------------------
@@ -101,3 +135,46 @@ def test_fused_split_explorer_redraws_when_driven_headless():
     assert box.image.value != first_image and "Q False, K False, V False" in box.caption.value
     split.value = fused_layout.SPLITS[1]
     assert "Q True, K True, V True" in box.caption.value
+
+
+# --- the committed timings of section 7 are a measurement -----------------------------------
+
+TIMING_LINE = re.compile(r"D =\s*(\d+): separate\s+([\d.]+) µs.*?fused\s+([\d.]+) µs")
+SLOWEST_FLOPS = 1e9  # float32 FLOP/s: a CPU core of the last twenty years does several times this
+FASTEST_FLOPS = 1e14  # no CPU multiplies this fast
+CALL_OVERHEAD_S = 1e-3  # three nn.Linear calls cost tens of µs beyond their arithmetic
+
+
+def test_committed_projection_timings_are_physically_plausible():
+    """A projection of 256 tokens cannot take milliseconds at D = 32: one that does was timed on
+    a busy machine (python -m tools.run_notebooks refuses to write it; re-run 06 when quiet)."""
+    nb = read(NOTEBOOK)
+    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    batch, length = map(int, re.search(r"B_bench, T_bench = (\d+), (\d+)", source).groups())
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "speed_up = times" in c.source]
+    rows = TIMING_LINE.findall("".join(o.get("text", "") for o in cell.outputs))
+    assert len(rows) == 5, "06 printed no timings"
+    for d_model, *micros in rows:
+        flops = 2 * batch * length * int(d_model) * 3 * int(d_model)  # Q, K and V: 3 D outputs
+        slowest = CALL_OVERHEAD_S + flops / SLOWEST_FLOPS
+        for name, micro in zip(("separate", "fused"), micros, strict=True):
+            seconds = float(micro) * 1e-6
+            assert flops / FASTEST_FLOPS < seconds < slowest, (
+                f"D = {d_model}: {name} {seconds * 1e6:.1f} µs for {flops / 1e6:.1f} MFLOP is "
+                f"not a measurement of the code (at most {slowest * 1e6:.0f} µs): the machine "
+                "was busy; re-run notebook 06 on a quiet one"
+            )
+
+
+def test_log_ticks_label_a_span_of_less_than_a_decade():
+    from helpers.bench.plots import log_ticks
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [30, 400])
+    ax.set_yscale("log")
+    log_ticks(ax.yaxis)
+    fig.canvas.draw()
+    lo, hi = ax.get_ylim()
+    labels = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi]
+    assert len(labels) >= 3 and all(labels), labels
+    assert "50" in labels and "100" in labels and "200" in labels, labels

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 
@@ -10,6 +11,7 @@ from conftest import NOTEBOOKS
 from notebook_tools import code_cells, read
 
 from tools.course import colab_badge, setup_cell_source
+from tools.run_notebooks import WIDGET_STATE, WIDGET_VIEW, explorer_picture
 
 # tqdm's text form of a bar: "training: 100%|██████████| 150/150" (count done / total)
 PROGRESS_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*(\d+)/(\d+)")
@@ -65,4 +67,19 @@ def test_committed_progress_bars_are_finished(path):
                 assert done == total, (
                     f"code cell {i} shows the bar {text!r} unfinished: "
                     "re-run the notebook with python -m tools.run_notebooks"
+                )
+
+
+def test_every_explorer_shows_its_first_picture_before_it_is_run(path):
+    """A reader without a running kernel (GitHub, an editor) sees each explorer's picture."""
+    nb = read(path)
+    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for i, cell in enumerate(code_cells(nb)):
+        for output in cell.outputs:
+            view = output.get("data", {}).get(WIDGET_VIEW)
+            picture = explorer_picture(states, view["model_id"]) if view else None
+            if picture is not None:
+                assert output.data.get("image/png") == base64.b64encode(picture).decode(), (
+                    f"code cell {i}: the explorer's picture is not stored in its output; re-run "
+                    "the notebook with python -m tools.run_notebooks"
                 )

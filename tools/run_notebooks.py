@@ -10,27 +10,50 @@ each bar's text is rewritten from its saved final state (``training: 100%|██
 without the timing, which differs from run to run): a committed notebook shows the finished bar,
 not one that looks hung. ``tests/nbval_sanitize.cfg`` reads any bar as its total, so nbval's
 fresh ``0%`` still matches.
+
+Every explorer's first picture is also stored as the output's ``image/png`` (from its saved
+widget state), so a reader who opens the notebook without running it, on GitHub or in an
+editor with no widget manager, sees the picture; a live kernel still shows the explorer.
+
+A notebook that measures time (:data:`TIMERS`) is written only when the machine was quiet
+before and after its run (:mod:`tools.machine_load`): timings from a busy machine describe the
+other work, not the code. ``--force`` writes it anyway, with a warning; commit such a notebook
+only after running it again on a quiet machine. The exit status is 1 when a notebook was not
+written.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
+from tools import machine_load
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 BAR_WIDTH = 10  # tqdm's text bar in a notebook: ten cells
+# What a notebook calls when it measures time: its printed timings are then live.
+TIMERS = re.compile(r"\b(median_seconds|measured_matmul_tflops|perf_counter|last_render_seconds)\b")
+
+Measure = Callable[[], float | None]  # the busy share of the CPU, 0 to 1, None if unknown
 
 
-def execute(path: Path, timeout: int = 300) -> float:
-    """Run one notebook in place and return its wall time in seconds."""
-    nb = nbformat.read(path, as_version=4)
+def has_live_timings(nb: nbformat.NotebookNode) -> bool:
+    """True when a code cell measures time (one of :data:`TIMERS`)."""
+    return any(c.cell_type == "code" and TIMERS.search(c.source) for c in nb.cells)
+
+
+def run(nb: nbformat.NotebookNode, path: Path, timeout: int = 300) -> float:
+    """Execute ``nb`` (read from ``path``) top to bottom in a fresh kernel, in memory; finish
+    its progress bars and store its explorers' pictures. Returns the wall time in seconds."""
     client = NotebookClient(
         nb,
         timeout=timeout,
@@ -43,8 +66,83 @@ def execute(path: Path, timeout: int = 300) -> float:
     client.execute()
     seconds = time.perf_counter() - start
     finish_progress_bars(nb)
-    nbformat.write(nb, path)
+    store_explorer_pictures(nb)
     return seconds
+
+
+def run_checked(
+    path: Path,
+    force: bool = False,
+    measure: Measure | None = None,
+    runner: Callable[[nbformat.NotebookNode, Path], float] | None = None,
+) -> bool:
+    """Run one notebook and write it, unless it has live timings and the machine was busy
+    before or after the run (then nothing is written, unless ``force``). True if written.
+
+    ``measure`` (default :func:`tools.machine_load.busy_share`) and ``runner`` (default
+    :func:`run`) are there for the tests."""
+    measure = measure or machine_load.busy_share
+    runner = runner or run
+    nb = nbformat.read(path, as_version=4)
+    timed = has_live_timings(nb)
+    if timed and not _quiet(path, "before", measure(), force):
+        return False
+    seconds = runner(nb, path)
+    if timed and not _quiet(path, "after", measure(), force):
+        return False
+    nbformat.write(nb, path)
+    print(f"{path}: {seconds:.1f} s")
+    return True
+
+
+def _quiet(path: Path, when: str, share: float | None, force: bool) -> bool:
+    """Report a busy machine; True when the run may go on (quiet, or forced)."""
+    if machine_load.is_quiet(share):
+        return True
+    state = machine_load.describe(share)
+    if force:
+        print(
+            f"{path}: WARNING, {state} {when} the run; its live timings are written anyway "
+            "(--force): run it again on a quiet machine before committing."
+        )
+        return True
+    print(
+        f"{path}: not written, {state} {when} the run, and it prints live timings. Run it "
+        "on a quiet machine, or pass --force to write it anyway."
+    )
+    return False
+
+
+def store_explorer_pictures(nb: nbformat.NotebookNode) -> int:
+    """Give every explorer's output its saved picture as ``image/png``; return how many.
+
+    An explorer is a box whose children include an ``Image``; its picture is that image's
+    ``value`` in the saved widget state. nbval does not compare ``image/png``, so a fresh run
+    (which shows only the widget) still matches.
+    """
+    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    count = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get(WIDGET_VIEW)
+            picture = explorer_picture(states, view["model_id"]) if view else None
+            if picture is not None:
+                output["data"]["image/png"] = base64.b64encode(picture).decode("ascii")
+                count += 1
+    return count
+
+
+def explorer_picture(states: dict, model_id: str) -> bytes | None:
+    """The PNG bytes an explorer's ``Image`` child holds in the saved state, or None."""
+    children = states.get(model_id, {}).get("state", {}).get("children", [])
+    for child in children:
+        model = states.get(child.removeprefix("IPY_MODEL_"), {})
+        if model.get("model_name") != "ImageModel":
+            continue
+        for buffer in model.get("buffers", []):
+            if buffer.get("path") == ["value"] and buffer.get("data"):
+                return base64.b64decode(buffer["data"])
+    return None
 
 
 def finish_progress_bars(nb: nbformat.NotebookNode) -> int:
@@ -89,11 +187,11 @@ def _plain(value: str) -> str:
     return html.unescape(value).replace("\u2007", " ")
 
 
-def main(paths: list[str]) -> None:
-    for name in paths:
-        seconds = execute(Path(name))
-        print(f"{name}: {seconds:.1f} s")
+def main(argv: list[str]) -> int:
+    force = "--force" in argv
+    written = [run_checked(Path(name), force) for name in argv if name != "--force"]
+    return 0 if all(written) else 1
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

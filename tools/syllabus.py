@@ -20,6 +20,9 @@ GOALS = re.compile(r"\*\*Learning goals\*\*:?\s*\n((?:[ \t]*[-*].*\n?|[ \t]+\S.*
 PREREQUISITES = re.compile(r"\*\*Prerequisites:?\*\*:?\s*(.+?)\s*(?=\n\*\*|\n\n|\Z)", re.DOTALL)
 TIME = re.compile(r"\*\*Time:?\*\*:?\s*(.+?)\s*(?=\n\*\*|\n\n|\Z)", re.DOTALL)
 MINUTES = re.compile(r"(\d+)\s*(?:–|-|to)?\s*(\d+)?\s*min")
+# "about 55 minutes (plus about 15 for the optional *Going further*)": a closing section that a
+# first pass may skip, and that the lesson's own time does not count
+GOING_FURTHER = re.compile(r"plus about (\d+) for the optional \*Going further\*")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,12 @@ class Lesson:
         if match is None:
             raise ValueError(f"{self.file}: time {self.time!r} gives no number of minutes")
         return int(match.group(2) or match.group(1))
+
+    @property
+    def going_further_minutes(self) -> int:
+        """Minutes of the optional closing *Going further* section; 0 when there is none."""
+        match = GOING_FURTHER.search(self.time)
+        return int(match.group(1)) if match else 0
 
 
 def notebook_paths(root: Path = ROOT) -> list[Path]:

@@ -7,7 +7,9 @@
   execution counts and metadata are left exactly as they are;
 - the README's Colab badges and its syllabus table, read from each notebook's first cell;
 - the README's map of where each lesson's code lives, read from what each notebook imports
-  and from the files that exist (exercise module, test file, TEACHING.md section).
+  and from the files that exist (exercise module, test file, TEACHING.md section);
+- TEACHING.md's heading for each notebook (title and time) and the table of times its session
+  plans are built on, read from each notebook's first cell.
 
 ``python -m tools.sync --check`` changes nothing and exits with status 1 if anything is out of
 date. To publish the course from another repository: set ``REPO_URL`` and ``REF`` in
@@ -33,6 +35,9 @@ TABLE_START = "<!-- syllabus:start (python -m tools.sync writes this table) -->"
 TABLE_END = "<!-- syllabus:end -->"
 MAP_START = "<!-- map:start (python -m tools.sync writes this table) -->"
 MAP_END = "<!-- map:end -->"
+TIMES_START = "<!-- times:start (python -m tools.sync writes this table) -->"
+TIMES_END = "<!-- times:end -->"
+TEACHING_HEADING = re.compile(r"^### (\d\d) · .*\(about \d+ minutes\)$", re.M)
 IMPORT = re.compile(r"^\s*(?:from|import)\s+(helpers(?:\.\w+)*)(?:\s+import\s+([\w, ()]+))?", re.M)
 
 
@@ -143,11 +148,55 @@ def map_table(syllabus: list[Lesson], root: Path = ROOT) -> str:
     return "\n".join(rows)
 
 
-def replace_between(text: str, start_marker: str, end_marker: str, body: str) -> str:
+def teaching_heading(lesson: Lesson) -> str:
+    """TEACHING.md's heading for a lesson: ``### 02 · Title (about 55 minutes)``."""
+    return f"### {lesson.number} · {lesson.title} (about {lesson.minutes} minutes)"
+
+
+def times_table(syllabus: list[Lesson]) -> str:
+    """Each lesson's time and its optional *Going further*, with the totals, for session plans."""
+    rows = [
+        "| # | Lesson | Time | Optional *Going further* |",
+        "|---|---|---|---|",
+    ]
+    for lesson in syllabus:
+        extra = lesson.going_further_minutes
+        more = f"{extra} min" if extra else "—"
+        rows.append(f"| {lesson.number} | {lesson.title} | {lesson.minutes} min | {more} |")
+    core = sum(lesson.minutes for lesson in syllabus)
+    extra = sum(lesson.going_further_minutes for lesson in syllabus)
+    rows.append(f"| | **all {len(syllabus)}** | **{core} min** | **{extra} min** |")
+    return "\n".join(rows)
+
+
+def synced_teaching(text: str, syllabus: list[Lesson]) -> str:
+    """TEACHING.md text with every lesson's heading and the table of times rewritten."""
+    by_number = {lesson.number: lesson for lesson in syllabus}
+
+    def heading(match: re.Match) -> str:
+        lesson = by_number.get(match.group(1))
+        return teaching_heading(lesson) if lesson else match.group(0)
+
+    text = TEACHING_HEADING.sub(heading, text)
+    return replace_between(text, TIMES_START, TIMES_END, times_table(syllabus), "TEACHING.md")
+
+
+def sync_teaching(path: Path, write: bool = True) -> bool:
+    """Bring TEACHING.md in line; return True if it was (or would be) changed."""
+    before = path.read_text(encoding="utf-8")
+    after = synced_teaching(before, lessons(path.parent))
+    if after != before and write:
+        path.write_text(after, encoding="utf-8")
+    return after != before
+
+
+def replace_between(
+    text: str, start_marker: str, end_marker: str, body: str, name: str = "README.md"
+) -> str:
     """``text`` with everything between the two markers replaced by ``body``."""
     start, end = text.find(start_marker), text.find(end_marker)
     if start == -1 or end < start:
-        raise ValueError(f"README.md needs the markers {start_marker!r} and {end_marker!r}")
+        raise ValueError(f"{name} needs the markers {start_marker!r} and {end_marker!r}")
     return f"{text[: start + len(start_marker)]}\n{body}\n{text[end:]}"
 
 
@@ -167,8 +216,12 @@ def sync_readme(path: Path, write: bool = True) -> bool:
 
 
 def sync_all(root: Path = ROOT, write: bool = True) -> list[Path]:
-    """Sync every notebook and the README; return the files that were (or would be) changed."""
+    """Sync every notebook, TEACHING.md and the README (whose map links to TEACHING.md's
+    headings, so it comes last); return the files that were (or would be) changed."""
     changed = [path for path in notebook_paths(root) if sync_notebook(path, write)]
+    teaching = root / "TEACHING.md"
+    if sync_teaching(teaching, write):
+        changed.append(teaching)
     readme = root / "README.md"
     if sync_readme(readme, write):
         changed.append(readme)
@@ -181,7 +234,7 @@ def main(argv: list[str]) -> int:
     for path in changed:
         print(f"{'out of date' if check else 'rewrote'}: {path.relative_to(ROOT)}")
     if not changed:
-        print("notebooks and README agree with tools/course.py")
+        print("notebooks, TEACHING.md and README agree with tools/course.py and the notebooks")
     return 1 if check and changed else 0
 
 

@@ -5,9 +5,22 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogLocator, NullLocator, ScalarFormatter
 
 from helpers.bench.results import load_results
+
+
+def log_ticks(axis: Axis) -> None:
+    """Label a log-scaled axis at 1, 2 and 5 times each power of ten, as plain numbers.
+
+    Matplotlib labels only the powers of ten, so a measurement that spans less than a decade
+    shows one label or none. Used by the timing plot of notebook 06, section 7.
+    """
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(ScalarFormatter())
+    axis.set_minor_locator(NullLocator())
 
 
 def series_label(row) -> str:

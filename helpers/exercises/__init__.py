@@ -65,6 +65,27 @@ def assert_shape(got, want: tuple[int, ...], layout: str = "", name: str = "") -
         raise AssertionError(f"{name + ': ' if name else ''}expected {expected}, got {shape}")
 
 
+def output_and_weights(result) -> tuple:
+    """``result`` as its two parts, or an AssertionError that says ``return (output, weights)``.
+
+    Every exercise whose function returns attention's output and weights unpacks the result
+    with it, from notebook 01, exercise 2 (attend with one query) on. Without it, a function
+    that returns only the output has its first axis unpacked instead, and the learner reads a
+    wrong shape or "too many values to unpack" where the slip is the missing pair.
+    """
+    if isinstance(result, tuple | list) and len(result) == 2:
+        return tuple(result)
+    if isinstance(result, tuple | list):
+        got = f"{len(result)} values"
+    elif result is None:
+        got = "None"
+    else:
+        got = f"one {type(result).__name__} of shape {tuple(np.shape(result))}"
+    raise AssertionError(
+        f"expected the pair (output, weights), got {got}: end with `return (output, weights)`"
+    )
+
+
 def _load_all() -> None:
     for info in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{info.name}")

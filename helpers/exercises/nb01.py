@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from helpers.exercises import assert_shape, exercise
+from helpers.exercises import assert_shape, exercise, output_and_weights
 
 
 def _softmax_loop(scores) -> list[float]:
@@ -95,13 +95,13 @@ def _attend_one_query():
 
     def returns_output_and_weights_with_the_right_shapes(fn):
         query, keys, values = _random(3, 3), _random((5, 3), 4), _random((5, 2), 5)
-        output, weights = fn(query, keys, values)
+        output, weights = output_and_weights(fn(query, keys, values))
         assert_shape(output, (2,), "(d_v,)", name="output")
         assert_shape(weights, (5,), "(T_k,)", name="weights")
 
     def matches_a_loop_over_keys(fn):
         query, keys, values = _random(4, 6), _random((6, 4), 7), _random((6, 3), 8)
-        output, weights = fn(query, keys, values)
+        output, weights = output_and_weights(fn(query, keys, values))
         want_output, want_weights = _attend_loop(query, keys, values)
         np.testing.assert_allclose(weights, want_weights, rtol=1e-10, err_msg="weights")
         np.testing.assert_allclose(output, want_output, rtol=1e-10, err_msg="output")
@@ -109,7 +109,7 @@ def _attend_one_query():
     def large_scores_stay_finite(fn):
         query, keys, values = 40 * _random(4, 9), 40 * _random((3, 4), 10), _random((3, 2), 11)
         with np.errstate(all="ignore"):
-            output, weights = fn(query, keys, values)
+            output, weights = output_and_weights(fn(query, keys, values))
         assert np.all(np.isfinite(weights)), f"weights are not finite: {weights}"
         np.testing.assert_allclose(output, _attend_loop(query, keys, values)[0], rtol=1e-10)
 
@@ -137,13 +137,13 @@ def _attend_all_queries():
 
     def returns_the_right_shapes_when_t_q_differs_from_t_k(fn):
         queries, keys, values = _random((2, 3), 12), _random((5, 3), 13), _random((5, 4), 14)
-        output, weights = fn(queries, keys, values)
+        output, weights = output_and_weights(fn(queries, keys, values))
         assert_shape(output, (2, 4), "(T_q, d_v)", name="output")
         assert_shape(weights, (2, 5), "(T_q, T_k)", name="weights")
 
     def every_row_matches_one_query_at_a_time(fn):
         queries, keys, values = _random((4, 3), 15), _random((6, 3), 16), _random((6, 2), 17)
-        output, weights = fn(queries, keys, values)
+        output, weights = output_and_weights(fn(queries, keys, values))
         for i, query in enumerate(queries):
             want_output, want_weights = _attend_loop(query, keys, values)
             np.testing.assert_allclose(
@@ -156,7 +156,7 @@ def _attend_all_queries():
     def every_row_of_weights_sums_to_one(fn):
         queries, keys = 30 * _random((3, 4), 18), 30 * _random((7, 4), 19)
         with np.errstate(all="ignore"):
-            _, weights = fn(queries, keys, _random((7, 2), 20))
+            _, weights = output_and_weights(fn(queries, keys, _random((7, 2), 20)))
         np.testing.assert_allclose(np.sum(weights, axis=-1), np.ones(3), rtol=1e-12)
 
     return [

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from helpers.exercises import assert_shape, exercise
+from helpers.exercises import assert_shape, exercise, output_and_weights
 
 
 def _sdpa_loop(q, k, v) -> tuple[np.ndarray, np.ndarray]:
@@ -51,20 +51,22 @@ def _scaled_attention():
     """Notebook 02, section 4 (The full function), exercise 1."""
 
     def returns_the_right_shapes(fn):
-        output, weights = fn(_random((2, 4), 1), _random((5, 4), 2), _random((5, 3), 3))
+        output, weights = output_and_weights(
+            fn(_random((2, 4), 1), _random((5, 4), 2), _random((5, 3), 3))
+        )
         assert_shape(output, (2, 3), "(T_q, d_v)", name="output")
         assert_shape(weights, (2, 5), "(T_q, T_k)", name="weights")
 
     def divides_the_scores_by_sqrt_d_k(fn):
         q, k, v = _random((3, 16), 4), _random((6, 16), 5), _random((6, 2), 6)
-        output, weights = fn(q, k, v)
+        output, weights = output_and_weights(fn(q, k, v))
         want_output, want_weights = _sdpa_loop(q, k, v)
         np.testing.assert_allclose(weights, want_weights, rtol=1e-10, err_msg="weights")
         np.testing.assert_allclose(output, want_output, rtol=1e-10, err_msg="output")
 
     def works_on_batches_of_heads(fn):
         q, k, v = _random((2, 3, 4, 8), 7), _random((2, 3, 5, 8), 8), _random((2, 3, 5, 6), 9)
-        output, weights = fn(q, k, v)
+        output, weights = output_and_weights(fn(q, k, v))
         assert_shape(output, (2, 3, 4, 6), "(B, h, T_q, d_v)", name="output")
         assert_shape(weights, (2, 3, 4, 5), "(B, h, T_q, T_k)", name="weights")
         for b, h in np.ndindex(2, 3):
@@ -79,7 +81,7 @@ def _scaled_attention():
     def large_scores_stay_finite(fn):
         q, k, v = 100 * _random((3, 4), 10), 100 * _random((4, 4), 11), _random((4, 2), 12)
         with np.errstate(all="ignore"):
-            output, weights = fn(q, k, v)
+            output, weights = output_and_weights(fn(q, k, v))
         assert np.all(np.isfinite(weights)), f"weights are not finite: {weights}"
         np.testing.assert_allclose(output, _sdpa_loop(q, k, v)[0], rtol=1e-10)
 
@@ -141,7 +143,9 @@ def _self_attention():
 
     def returns_the_right_shapes(fn):
         x = _random((5, 4), 14)
-        output, weights = fn(x, _random((4, 3), 15), _random((4, 3), 16), _random((4, 2), 17))
+        output, weights = output_and_weights(
+            fn(x, _random((4, 3), 15), _random((4, 3), 16), _random((4, 2), 17))
+        )
         assert_shape(output, (5, 2), "(T, d_v)", name="output")
         assert_shape(weights, (5, 5), "(T, T)", name="weights")
 
@@ -152,7 +156,7 @@ def _self_attention():
             _random((4, 8), 20),
             _random((4, 3), 21),
         )
-        output, weights = fn(x, w_q, w_k, w_v)
+        output, weights = output_and_weights(fn(x, w_q, w_k, w_v))
         want_output, want_weights = _sdpa_loop(x @ w_q, x @ w_k, x @ w_v)
         np.testing.assert_allclose(weights, want_weights, rtol=1e-10, err_msg="weights")
         np.testing.assert_allclose(output, want_output, rtol=1e-10, err_msg="output")
@@ -164,7 +168,7 @@ def _self_attention():
             _random((4, 3), 24),
             _random((4, 3), 25),
         )
-        output, weights = fn(x, w_q, w_k, w_v)
+        output, weights = output_and_weights(fn(x, w_q, w_k, w_v))
         assert_shape(output, (2, 5, 3), "(B, T, d_v)", name="output")
         for b in range(2):
             want_output, want_weights = _sdpa_loop(x[b] @ w_q, x[b] @ w_k, x[b] @ w_v)

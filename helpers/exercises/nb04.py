@@ -1,94 +1,141 @@
-"""Exercises of notebook 04: splitting into heads, merging them back, one head by hand."""
+"""Exercises of notebook 04: splitting into heads and merging them back for any leading axes,
+and each head's share of the output projection.
+
+The checks compare with slices taken one head at a time, not with the vectorised helpers, so a
+learner's reshape is checked against an independent computation.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from helpers.exercises import assert_shape, exercise
-from helpers.numpy_attention import (
-    MultiHeadAttention,
-    combine_heads,
-    scaled_dot_product_attention,
-    split_heads,
+from helpers.numpy_attention import combine_heads, split_heads
+
+SIZES_HINT = (
+    "Read the sizes from x.shape, not from the notebook's B, T and D: the checker uses other "
+    "sizes, and x.shape[:-2] holds however many leading axes there are."
 )
+
+
+def _random(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _columns(d_k: int, i: int) -> slice:
+    return slice(i * d_k, (i + 1) * d_k)
 
 
 @exercise(
     "split_into_heads",
     notebook="04",
-    hint="reshape (B, T, D) to (B, T, h, d_k), then transpose to (B, h, T, d_k).",
+    hint=f"{SIZES_HINT} Reshape (..., T, D) to (..., T, h, d_k), then swap the two axes before "
+    "the last with np.swapaxes(..., -3, -2).",
 )
 def _split_into_heads():
-    """Notebook 04, section Exercises, exercise 1 (split into heads)."""
+    """Notebook 04, section Exercises, exercise 1 (split into heads, any leading axes)."""
 
-    x = np.random.default_rng(4).standard_normal((2, 5, 12))
-
-    def matches_the_helper(fn):
+    def a_batch_matches_the_helper(fn):
+        x = _random((2, 5, 12), 4)
         got = np.asarray(fn(x, 3))
         assert_shape(got, (2, 3, 5, 4), "(B, h, T, d_k)")
         np.testing.assert_array_equal(got, split_heads(x, 3))
 
-    def head_i_holds_columns_i_times_d_k(fn):
-        np.testing.assert_array_equal(np.asarray(fn(x, 4))[:, 1], x[:, :, 3:6])
+    def one_sentence_without_a_batch_axis(fn):
+        x = _random((6, 8), 5)  # (T, D)
+        got = np.asarray(fn(x, 4))
+        assert_shape(got, (4, 6, 2), "(h, T, d_k)")
+        for i in range(4):
+            np.testing.assert_array_equal(got[i], x[:, _columns(2, i)], err_msg=f"head {i}")
+
+    def two_leading_axes(fn):
+        x = _random((2, 3, 4, 6), 6)  # (B, N, T, D): two leading axes
+        got = np.asarray(fn(x, 2))
+        assert_shape(got, (2, 3, 2, 4, 3), "(B, N, h, T, d_k)")
+        for i in range(2):
+            np.testing.assert_array_equal(got[:, :, i], x[..., _columns(3, i)], err_msg=f"head {i}")
 
     return [
-        ("(2, 5, 12) with h = 3 matches helpers.numpy_attention.split_heads", matches_the_helper),
-        ("head 1 of 4 holds columns 3:6", head_i_holds_columns_i_times_d_k),
+        (
+            "(2, 5, 12) with h = 3 matches helpers.numpy_attention.split_heads",
+            a_batch_matches_the_helper,
+        ),
+        ("one sentence (6, 8) with h = 4 gives (4, 6, 2)", one_sentence_without_a_batch_axis),
+        ("(2, 3, 4, 6) with h = 2 gives (2, 3, 2, 4, 3)", two_leading_axes),
     ]
 
 
 @exercise(
     "merge_heads",
     notebook="04",
-    hint="transpose (B, h, T, d_k) to (B, T, h, d_k), then reshape to (B, T, h * d_k).",
+    hint=f"{SIZES_HINT} Swap the head axis and the T axis back with np.swapaxes(x, -3, -2), "
+    "then reshape the last two axes (h, d_k) into one of h * d_k.",
 )
 def _merge_heads():
-    """Notebook 04, section Exercises, exercise 2 (merge the heads back)."""
+    """Notebook 04, section Exercises, exercise 2 (merge the heads back, any leading axes)."""
 
-    heads = np.random.default_rng(5).standard_normal((2, 3, 5, 4))
-
-    def matches_the_helper(fn):
+    def a_batch_matches_the_helper(fn):
+        heads = _random((2, 3, 5, 4), 7)
         got = np.asarray(fn(heads))
         assert_shape(got, (2, 5, 12), "(B, T, D)")
         np.testing.assert_array_equal(got, combine_heads(heads))
 
-    def undoes_the_split(fn):
-        x = np.random.default_rng(6).standard_normal((1, 4, 8))
-        np.testing.assert_array_equal(fn(split_heads(x, 2)), x)
+    def one_sentence_without_a_batch_axis(fn):
+        heads = _random((4, 6, 2), 8)  # (h, T, d_k)
+        got = np.asarray(fn(heads))
+        assert_shape(got, (6, 8), "(T, D)")
+        for i in range(4):
+            np.testing.assert_array_equal(got[:, _columns(2, i)], heads[i], err_msg=f"head {i}")
+
+    def undoes_the_split_with_two_leading_axes(fn):
+        x = _random((2, 3, 4, 6), 9)
+        split = np.swapaxes(x.reshape(2, 3, 4, 2, 3), -3, -2)  # (2, 3, h=2, T=4, d_k=3)
+        np.testing.assert_array_equal(np.asarray(fn(split)), x)
 
     return [
-        ("(2, 3, 5, 4) matches helpers.numpy_attention.combine_heads", matches_the_helper),
-        ("merging a split gives the input back", undoes_the_split),
+        ("(2, 3, 5, 4) matches helpers.numpy_attention.combine_heads", a_batch_matches_the_helper),
+        ("one sentence's heads (4, 6, 2) give (6, 8)", one_sentence_without_a_batch_axis),
+        (
+            "merging a (2, 3, 2, 4, 3) split gives (2, 3, 4, 6) back",
+            undoes_the_split_with_two_leading_axes,
+        ),
     ]
 
 
 @exercise(
-    "one_head",
+    "head_contributions",
     notebook="04",
-    hint="Head i uses columns i*d_k:(i+1)*d_k of W_q, W_k, W_v (and of b_q, b_k, b_v); "
-    "project x with those slices, then call scaled_dot_product_attention and return its "
-    "(output, weights) pair.",
+    hint="After merging, head i's d_k numbers sit in columns i*d_k:(i+1)*d_k, so they meet "
+    "rows i*d_k:(i+1)*d_k of W_o: contribution i is heads[:, i] @ W_o[i*d_k:(i+1)*d_k], shape "
+    "(B, T, D). Stack the h of them on axis 1.",
 )
-def _one_head():
-    """Notebook 04, section Exercises, exercise 3 (one head by hand)."""
+def _head_contributions():
+    """Notebook 04, section Exercises, exercise 3 (each head's share of the output)."""
 
-    mha = MultiHeadAttention(8, 4, seed=7)
-    x = np.random.default_rng(8).standard_normal((2, 5, 8))
-    q, k, v = (split_heads(mha.project(x, n), 4) for n in ("q", "k", "v"))
-    heads, weights = scaled_dot_product_attention(q, k, v)
+    B, h, T, d_k = 2, 3, 4, 2
+    heads = _random((B, h, T, d_k), 10)
+    W_o = _random((h * d_k, h * d_k), 11)
 
-    def returns_output_and_weights_of_head_2(fn):
-        out, w = fn(x, mha.params, 4, 2)
-        assert_shape(out, (2, 5, 2), "(B, T, d_k)", name="output")
-        assert_shape(w, (2, 5, 5), "(B, T, T)", name="weights")
-        np.testing.assert_allclose(w, weights[:, 2], atol=1e-12)
-        np.testing.assert_allclose(out, heads[:, 2], atol=1e-12)
+    def one_output_per_head(fn):
+        assert_shape(fn(heads, W_o), (B, h, T, h * d_k), "(B, h, T, D)", name="contributions")
 
-    def every_head_matches(fn):
-        for i in range(4):
-            np.testing.assert_allclose(fn(x, mha.params, 4, i)[0], heads[:, i], atol=1e-12)
+    def each_head_meets_its_rows_of_w_o(fn):
+        got = np.asarray(fn(heads, W_o))
+        for i in range(h):
+            rows = _columns(d_k, i)
+            np.testing.assert_allclose(
+                got[:, i], heads[:, i] @ W_o[rows], atol=1e-12, err_msg=f"head {i}"
+            )
+
+    def they_add_up_to_the_output_projection(fn):
+        total = np.asarray(fn(heads, W_o)).sum(axis=1)
+        np.testing.assert_allclose(total, combine_heads(heads) @ W_o, atol=1e-12)
 
     return [
-        ("head 2 of 4 matches the vectorised computation", returns_output_and_weights_of_head_2),
-        ("heads 0..3 all match", every_head_matches),
+        ("(2, 3, 4, 2) heads give (2, 3, 4, 6) contributions", one_output_per_head),
+        ("head i's contribution uses rows i*d_k:(i+1)*d_k of W_o", each_head_meets_its_rows_of_w_o),
+        (
+            "summed over heads they equal merge_heads(heads) @ W_o",
+            they_add_up_to_the_output_projection,
+        ),
     ]

@@ -69,29 +69,43 @@ def _split_heads_torch():
 @exercise(
     "torch_mha_masks",
     notebook="05",
-    hint="nn.MultiheadAttention wants True = ignore: flip the course masks with ~ (or "
-    "helpers.masks.to_block), and hand them over as torch tensors.",
+    hint="nn.MultiheadAttention wants True = ignore: flip the course's masks with ~ (or "
+    "helpers.masks.to_block) and hand them over as torch tensors: key_padding_mask (B, T) and "
+    "attn_mask (T, T), no extra axes, and False on attn_mask's diagonal (a token sees itself).",
 )
 def _torch_mha_masks():
     """Notebook 05, section 7 (Exercises), exercise 3."""
 
     lengths, T = [3, 5], 5
 
+    def _tensor(mask, name):
+        assert isinstance(mask, torch.Tensor), f"{name} must be a torch tensor, got {type(mask)}"
+        assert mask.dtype == torch.bool, f"{name} must be boolean, got {mask.dtype}"
+
     def flips_the_padding_mask(fn):
         key_padding_mask, _ = fn(lengths, T)
-        expected = torch.from_numpy(~padding_mask(lengths, T))
-        assert isinstance(key_padding_mask, torch.Tensor), "key_padding_mask must be a tensor"
-        assert key_padding_mask.dtype == torch.bool, "key_padding_mask must be boolean"
-        assert torch.equal(key_padding_mask, expected), (
-            f"expected True at the padding, got {key_padding_mask.tolist()}"
+        _tensor(key_padding_mask, "key_padding_mask")
+        assert_shape(key_padding_mask, (2, T), "(B, T)", name="key_padding_mask")
+        ours = torch.from_numpy(padding_mask(lengths, T))
+        assert not torch.equal(key_padding_mask, ours), (
+            "this is the course's padding mask, True at the real tokens; nn.MultiheadAttention "
+            "ignores where it is True, so flip it with ~"
+        )
+        assert torch.equal(key_padding_mask, ~ours), (
+            f"expected True at the padding only, got {key_padding_mask.int().tolist()}"
         )
 
     def flips_the_causal_mask(fn):
         _, attn_mask = fn(lengths, T)
-        expected = torch.from_numpy(~causal_mask(T))
-        assert isinstance(attn_mask, torch.Tensor), "attn_mask must be a tensor"
-        assert attn_mask.dtype == torch.bool, "attn_mask must be boolean"
-        assert torch.equal(attn_mask, expected), "expected True above the diagonal (the future)"
+        _tensor(attn_mask, "attn_mask")
+        assert_shape(attn_mask, (T, T), "(T, T)", name="attn_mask")
+        assert not attn_mask.diagonal().any(), (
+            "attn_mask is True on the diagonal, so a token may not attend to itself: only the "
+            "future, above the diagonal, should be True"
+        )
+        assert torch.equal(attn_mask, torch.from_numpy(~causal_mask(T))), (
+            f"expected True above the diagonal (the future) only, got {attn_mask.int().tolist()}"
+        )
 
     return [
         ("key_padding_mask is True at padded keys, shape (B, T)", flips_the_padding_mask),

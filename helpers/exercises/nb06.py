@@ -40,31 +40,56 @@ def _fuse_weights():
 @exercise(
     "split_fused",
     notebook="06",
-    hint="qkv.view(B, T, 3, h, d_k) then .permute(2, 0, 3, 1, 4) puts the Q/K/V axis first and "
-    "heads before T; .unbind(0) hands out the three pieces.",
+    hint="Read the sizes from qkv.shape. [Q | K | V]: qkv.view(B, T, 3, h, d_k), then "
+    ".permute(2, 0, 3, 1, 4) puts the Q/K/V axis first and the heads before T. Interleaved: "
+    "view(B, T, h, 3, d_k), and the Q/K/V axis is the fourth one, so .permute(3, 0, 2, 1, 4). "
+    ".unbind(0) hands out the three pieces.",
 )
 def _split_fused():
-    """Notebook 06, section 9 (Exercises), exercise 2."""
+    """Notebook 06, section 9 (Exercises), exercise 2 (split either layout)."""
 
     gen = torch.Generator().manual_seed(60)
     B, T, D, h = 2, 5, 12, 3
+    d_k = D // h
     qkv = torch.randn(B, T, 3 * D, generator=gen)
+    blocks = [block.reshape(B, T, h, d_k).transpose(1, 2) for block in qkv.chunk(3, dim=-1)]
+    per_head = qkv.reshape(B, T, h, 3 * d_k)  # head i's [q_i k_i v_i] columns, one head each
+    interleaved = [
+        per_head[..., j * d_k : (j + 1) * d_k].transpose(1, 2) for j in range(3)
+    ]  # 3 x (B, h, T, d_k)
 
     def returns_three_b_h_t_dk(fn):
         parts = fn(qkv, h)
         assert len(parts) == 3, f"expected 3 tensors (q, k, v), got {len(parts)}"
         for name, p in zip("qkv", parts, strict=True):
-            assert_shape(p, (2, 3, 5, 4), "(B, h, T, d_k)", name=name)
+            assert_shape(p, (B, h, T, d_k), "(B, h, T, d_k)", name=name)
 
-    def matches_chunk_then_split(fn):
-        parts = fn(qkv, h)
-        for name, p, block in zip("qkv", parts, qkv.chunk(3, dim=-1), strict=True):
-            expected = block.reshape(B, T, h, 4).transpose(1, 2)
-            assert torch.equal(p, expected), f"{name} is not block {name.upper()} split into heads"
+    def splits_the_blocked_layout(fn):
+        for name, p, want in zip("qkv", fn(qkv, h), blocks, strict=True):
+            assert torch.equal(p, want), f"{name} is not block {name.upper()} split into heads"
+
+    def splits_the_interleaved_layout(fn):
+        parts = fn(qkv, h, interleaved=True)
+        for name, p, want in zip("qkv", parts, interleaved, strict=True):
+            assert_shape(p, (B, h, T, d_k), "(B, h, T, d_k)", name=name)
+            assert torch.equal(p, want), (
+                f"interleaved=True: {name} is not read from each head's own group of 3 d_k "
+                "columns, [q k v]"
+            )
+
+    def copies_nothing(fn):
+        for layout in (False, True):
+            for name, p in zip("qkv", fn(qkv, h, interleaved=layout), strict=True):
+                assert p.untyped_storage().data_ptr() == qkv.untyped_storage().data_ptr(), (
+                    f"interleaved={layout}: {name} is a copy; view, permute and unbind share "
+                    "qkv's memory (section 6)"
+                )
 
     return [
         ("returns q, k, v each (B, h, T, d_k)", returns_three_b_h_t_dk),
-        ("the same numbers as chunk(3) then split heads", matches_chunk_then_split),
+        ("[Q | K | V]: the same numbers as chunk(3), then split heads", splits_the_blocked_layout),
+        ("interleaved=True: each head's q, k, v from its own group", splits_the_interleaved_layout),
+        ("both splits are views of qkv, not copies", copies_nothing),
     ]
 
 
