@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tools import course  # noqa: E402  (the repository and the ref Colab opens)
 
 project = "Attention, Head by Head"
-author = "The course's authors"
-copyright = "the course's authors, MIT licence"
+author = 'The "Attention, Head by Head" authors'
+copyright = f"2025 {author}, MIT License"  # as LICENSE says
 
 extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx-mathjax-offline"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
@@ -43,6 +43,6 @@ html_theme_options = {
     "use_repository_button": True,
     "use_download_button": False,
     "launch_buttons": {"colab_url": "https://colab.research.google.com"},
-    "home_page_in_toc": True,
+    "home_page_in_toc": False,  # the title above the sidebar leads home
     "show_toc_level": 2,
 }

@@ -111,7 +111,7 @@ def test_index_lists_every_lesson_with_its_title_time_and_colab_link():
 
 def test_sidebar_lists_every_lesson_and_the_guide_in_reading_order():
     built = (built_site() / "index.html").read_text(encoding="utf-8")
-    sidebar = built[built.index('id="pst-primary-sidebar"') :]
+    sidebar = built[built.index('class="bd-links bd-docs-nav"') :]
     positions = [sidebar.find(f'href="{stem}.html"') for stem in [*STEMS, "TEACHING"]]
     assert -1 not in positions, f"missing from the sidebar: {positions}"
     assert positions == sorted(positions), "the sidebar is not in reading order"

@@ -175,10 +175,10 @@ def local_badge(markdown: str) -> str:
 def _lesson_markdown(lesson: Lesson) -> str:
     goals = "\n".join(f"- {goal}" for goal in lesson.goals)
     return (
-        f"### {lesson.number} · [{lesson.title}]({lesson.file})\n\n{lesson.promise}\n\n"
-        f"{goals}\n\n"
-        f"*Time:* {lesson.time} · *Prerequisites:* {lesson.prerequisites} · "
-        f"[![Open In Colab]({BADGE})]({course.colab_url(lesson.file)})\n"
+        f"### {lesson.number} · [{lesson.title}]({lesson.file})\n\n"
+        f"[![Open In Colab]({BADGE})]({course.colab_url(lesson.file)})\n\n"
+        f"{lesson.promise}\n\n{goals}\n\n"
+        f"*Time:* {lesson.time}. *Prerequisites:* {lesson.prerequisites}\n"
     )
 
 
@@ -234,11 +234,14 @@ def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
     if out.exists():
         shutil.rmtree(out)
     with tempfile.TemporaryDirectory(prefix="course-site-") as tmp:
-        src, doctrees = Path(tmp) / "src", Path(tmp) / "doctrees"
+        # MyST-NB keeps its copies of the outputs next to the HTML folder: build in here.
+        src, doctrees, html_dir = (Path(tmp) / name for name in ("src", "doctrees", "html"))
         stage(src, root)
         command = [str(python), "-m", "sphinx", "-b", "html", "-E", "-W", "--keep-going", "-q"]
-        command += ["-c", str(root / "docs"), "-d", str(doctrees), str(src), str(out)]
-        subprocess.run(command, check=True, cwd=root)
+        command += ["-c", str(root / "docs"), "-d", str(doctrees), str(src), str(html_dir)]
+        subprocess.run(command, check=True, cwd=tmp)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(html_dir, out)
     return out / "index.html"
 
 
