@@ -168,6 +168,7 @@ def test_a_solution_starts_closed_and_opens_on_click(open_page):
     page = open_page(f"{path.stem}.html")
     solution = page.locator("details:has(> summary:text-is('Solution'))").first
     code = solution.locator("pre").first
+    assert code.count() == 1, "the Solution box holds no code"
     solution.scroll_into_view_if_needed()
     page.mouse.wheel(0, -200)
     assert solution.evaluate("d => d.open") is False, "a solution starts open"
@@ -197,7 +198,9 @@ def test_dark_mode_follows_the_system_and_every_explorer_shows_its_picture(open_
     for path in NOTEBOOKS:
         page = open_page(f"{path.stem}.html", color_scheme="dark")
         assert page.locator("html").get_attribute("data-theme") == "dark"
-        explorer = page.locator(".course-widget:has(img.course-widget-image)").first
+        explorers = page.locator(".course-widget:has(img.course-widget-image)")
+        assert explorers.count() >= 1, f"{path.stem}.html shows no explorer's saved picture"
+        explorer = explorers.first
         explorer.scroll_into_view_if_needed()
         assert explorer.locator("img").evaluate("i => i.complete && i.naturalWidth > 0")
         assert "live in Jupyter" in explorer.inner_text()
