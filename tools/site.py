@@ -149,7 +149,8 @@ def repository_links(markdown: str, folder: str, pages: set[str], root: Path = R
     """
 
     def one(match: re.Match) -> str:
-        target, _, anchor = match.group(2).partition("#")
+        opening, link, closing = match.groups()
+        target, hash_sign, anchor = link.partition("#")
         if not target or re.match(r"[a-z]+:", target):
             return match.group(0)
         path = (root / folder / target).resolve()
@@ -157,9 +158,10 @@ def repository_links(markdown: str, folder: str, pages: set[str], root: Path = R
             return match.group(0)
         relative = path.relative_to(root).as_posix()
         if relative in pages:  # every page sits at the top of the site
-            return f"{match.group(1)}{Path(relative).name}{match.group(2)[len(target) :]}{match.group(3)}"
-        url = f"{course.REPO_URL}/blob/{course.REF}/{relative}" + (f"#{anchor}" if anchor else "")
-        return f"{match.group(1)}{url}{match.group(3)}"
+            new = Path(relative).name
+        else:
+            new = f"{course.REPO_URL}/blob/{course.REF}/{relative}"
+        return f"{opening}{new}{hash_sign}{anchor}{closing}"
 
     return LINK.sub(one, markdown)
 
@@ -246,6 +248,7 @@ def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
 
 
 def size_mb(folder: Path) -> float:
+    """The size of every file under ``folder``, in MiB."""
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
 
 
