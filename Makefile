@@ -20,8 +20,8 @@ lab: setup
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks $(ROOT_FLAG)
 
 lint: setup
-	$(PY) -m ruff check helpers tools benchmarks tests notebooks
-	$(PY) -m ruff format --check helpers tools benchmarks tests notebooks
+	$(PY) -m ruff check helpers tools benchmarks tests notebooks docs
+	$(PY) -m ruff format --check helpers tools benchmarks tests notebooks docs
 
 test: lint
 	$(PY) -m pytest tests

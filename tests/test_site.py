@@ -1,54 +1,32 @@
-"""`make site`: every notebook becomes a page that works offline, widgets included."""
+"""`make site`: every notebook becomes a page (Sphinx + MyST-NB), solutions folded, offline.
+
+The site is built once (``site_tools.built_site``) from the committed notebooks; these tests
+read its HTML. ``tests/test_site_browser.py`` opens it in headless Chromium.
+"""
 
 from __future__ import annotations
 
 import base64
 import re
-from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
-from conftest import NOTEBOOKS
-from notebook_tools import outputs, read
+from conftest import NOTEBOOKS, ROOT
+from notebook_tools import code_cells, outputs, read, solutions
+from site_tools import built_site, local_target, page, squash
 
-from tools.site import CODE, MATH, WIDGET_STATE, WIDGET_VIEW, build, render_tex, widget_html
-from tools.syllabus import read_lesson
+from tools import course, site
+from tools.site import LIVE_NOTE, WIDGET_STATE, WIDGET_VIEW, widget_html
+from tools.syllabus import Lesson, read_lesson
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-ALLOWED_REMOTE = ("https://colab.research.google.com/assets/colab-badge.svg",)
-MATHJAX = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/"
+STEMS = [path.stem for path in NOTEBOOKS]
+ALL_PAGES = ["index", "TEACHING", "search", "genindex", *STEMS]
+MATHJAX = "_static/mathjax/tex-chtml.js"
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+DOLLAR_MATH = re.compile(r"\$\$.+?\$\$|\$[^$\s](?:[^$\n]|\n(?!\n))*?\$", re.DOTALL)
 
 
-class Tags(HTMLParser):
-    """The attributes of every <img>, <script>, <link> and <a> in a page."""
-
-    def __init__(self):
-        super().__init__()
-        self.found: dict[str, list[dict]] = {"img": [], "script": [], "link": [], "a": []}
-
-    def handle_starttag(self, tag, attrs):
-        if tag in self.found:
-            self.found[tag].append(dict(attrs))
-
-
-def tags(page: Path) -> dict[str, list[dict]]:
-    parser = Tags()
-    parser.feed(page.read_text(encoding="utf-8"))
-    return parser.found
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site") / "site"
-    build(out)
-    return out
-
-
-def saved_widget_images(nb) -> int:
-    """How many widget outputs of ``nb`` hold an image in the saved widget state."""
-    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    views = [o.data[WIDGET_VIEW] for o in outputs(nb) if WIDGET_VIEW in o.get("data", {})]
-    return sum("course-widget-image" in widget_html(states, v["model_id"]) for v in views)
+# --- what tools/site.py does itself, without Sphinx ------------------------------------------
 
 
 def test_widget_html_shows_the_saved_picture_and_control_values():
@@ -71,86 +49,189 @@ def test_widget_html_shows_the_saved_picture_and_control_values():
     assert widget_html(states, "missing") == ""
 
 
-def test_index_lists_every_notebook_with_its_title_and_time(site):
-    index = (site / "index.html").read_text(encoding="utf-8")
+def test_links_to_repository_files_that_are_not_pages_go_to_the_repository():
+    pages = {"TEACHING.md", f"notebooks/{NOTEBOOKS[0].name}"}
+    text = (
+        "See [the rules](CONTRIBUTING.md#commands), [00](notebooks/{0}) and [web](https://x.org)."
+    )
+    linked = site.repository_links(text.format(NOTEBOOKS[0].name), "", pages)
+    assert f"]({course.REPO_URL}/blob/{course.REF}/CONTRIBUTING.md#commands)" in linked
+    assert f"]({NOTEBOOKS[0].name})" in linked, "a page is linked where the site has it"
+    assert "](https://x.org)" in linked
+    from_notebook = site.repository_links("[guide](../TEACHING.md#x)", "notebooks", pages)
+    assert from_notebook == "[guide](TEACHING.md#x)"
+
+
+def test_the_colab_badge_becomes_the_picture_shipped_with_the_site():
+    badge = course.colab_badge(NOTEBOOKS[0].name)
+    local = site.local_badge(badge)
+    assert site.REMOTE_BADGE not in local and f"]({site.BADGE})" in local
+    assert course.colab_url(NOTEBOOKS[0].name) in local
+    assert (ROOT / "docs" / site.BADGE).is_file()
+
+
+def test_the_table_of_contents_is_every_notebook_given_in_order():
+    fake = [
+        Lesson(f"{n}_x.ipynb", n, f"Lesson {n}", "promise", ("goal",), "none", "about 5 minutes")
+        for n in ("00", "01", "14")
+    ]
+    index = site.index_markdown(fake)
+    toc = index.split("```{toctree}")[1]
+    assert toc.index("00_x") < toc.index("01_x") < toc.index("14_x")
+    assert "15 minutes" in index
+
+
+def test_the_docs_extra_and_requirements_docs_name_the_same_packages():
+    pyproject = (ROOT / "pyproject.toml").read_text()  # no tomllib on Python 3.10
+    extra = re.search(r"^docs = \[(.*?)^\]", pyproject, re.MULTILINE | re.DOTALL)
+    assert extra, "pyproject.toml has no docs extra"
+    requirements = re.findall(r'^\s*"([^"]+)"', extra.group(1), re.MULTILINE)
+    declared = {re.split(r"[<>=!~; \[]", req)[0].lower() for req in requirements}
+    lines = (ROOT / "requirements-docs.txt").read_text().splitlines()
+    pinned = {re.split(r"[=;]", line)[0].strip().lower() for line in lines if "==" in line}
+    assert declared <= pinned, f"pin {declared - pinned} in requirements-docs.txt"
+    assert {"sphinx", "myst-nb", "sphinx-book-theme"} <= declared
+    learner = (ROOT / "requirements.txt").read_text().lower()
+    assert not any(f"\n{name}==" in learner for name in declared), "not a learner need"
+
+
+# --- the built site ------------------------------------------------------------------------
+
+
+def test_index_lists_every_lesson_with_its_title_time_and_colab_link():
+    index = page("index")
+    links = {a.get("href", "").split("#")[0] for a in index.tags["a"]}
     for path in NOTEBOOKS:
         lesson = read_lesson(path)
-        assert f"href='{path.stem}.html'" in index, f"index has no link to {path.stem}.html"
-        assert lesson.title in index and lesson.time in index
+        assert f"{path.stem}.html" in links, f"the index has no link to {path.stem}.html"
+        assert lesson.title in index.visible_text and lesson.time in index.visible_text
+        assert course.colab_url(path.name) in links
+    assert "TEACHING.html" in links, "the index does not link the teaching guide"
+
+
+def test_sidebar_lists_every_lesson_and_the_guide_in_reading_order():
+    built = (built_site() / "index.html").read_text(encoding="utf-8")
+    sidebar = built[built.index('class="bd-links bd-docs-nav"') :]
+    positions = [sidebar.find(f'href="{stem}.html"') for stem in [*STEMS, "TEACHING"]]
+    assert -1 not in positions, f"missing from the sidebar: {positions}"
+    assert positions == sorted(positions), "the sidebar is not in reading order"
+
+
+def test_previous_and_next_links_follow_the_reading_order():
+    order = ["index", *STEMS, "TEACHING"]
+    for before, current, after in zip(order, order[1:], order[2:], strict=False):
+        built = (built_site() / f"{current}.html").read_text(encoding="utf-8")
+        prev = re.search(r'class="left-prev"\s+href="([^"]+)"', built)
+        nxt = re.search(r'class="right-next"\s+href="([^"]+)"', built)
+        assert prev and prev.group(1) == f"{before}.html", f"{current}: previous is {prev}"
+        assert nxt and nxt.group(1) == f"{after}.html", f"{current}: next is {nxt}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_every_notebook_page_exists_with_its_images(site, path):
-    page = site / f"{path.stem}.html"
-    assert page.is_file(), f"{page.name} was not built"
-    found = tags(page)
-    for img in found["img"]:
-        src = img.get("src", "")
-        if src.startswith("data:image/png;base64,"):
-            assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG_MAGIC), "broken PNG"
-        elif src.startswith("data:"):
-            assert "," in src and len(src) > 30, f"empty inline image in {page.name}"
-        elif src.startswith("http"):
-            assert src in ALLOWED_REMOTE, f"{page.name} loads the image {src} from the network"
-        else:
-            assert (page.parent / src).is_file(), f"{page.name} shows a missing image {src}"
-    inline = [i for i in found["img"] if i.get("src", "").startswith("data:image/png")]
-    pngs = sum("image/png" in o.get("data", {}) for o in outputs(read(path)))
-    assert len(inline) >= pngs, f"{page.name}: {len(inline)} inline pictures for {pngs} PNGs"
+def test_every_notebook_page_has_its_colab_badge_shipped_with_the_site(path):
+    built = (built_site() / f"{path.stem}.html").read_text(encoding="utf-8")
+    url = re.escape(course.colab_url(path.name))
+    badge = re.search(rf'<a[^>]+href="{url}"[^>]*>\s*<img[^>]+src="([^"]+)"', built)
+    assert badge, f"{path.stem}.html has no Colab badge linking {course.colab_url(path.name)}"
+    assert (built_site() / badge.group(1)).is_file(), f"the badge {badge.group(1)} is missing"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_widgets_show_as_static_pictures_without_a_widget_manager(site, path):
-    html = (site / f"{path.stem}.html").read_text(encoding="utf-8")
+def test_every_solution_is_on_its_page_folded_and_nowhere_in_view(path):
     nb = read(path)
-    views = sum(WIDGET_VIEW in o.get("data", {}) for o in outputs(nb))
-    shown = len(re.findall(r"<div class=[\"']course-widget[\"']", html))
-    assert shown == views, (
-        f"{views - shown} widget outputs have no saved state: run the notebook with "
+    codes = solutions(nb)
+    shown = page(path.stem)
+    closed = [d for d in shown.tags["details"] if "open" not in d]
+    assert len(closed) >= len(codes), f"{len(codes)} solutions, {len(closed)} closed <details>"
+    elsewhere = squash(
+        " ".join(c.source for c in code_cells(nb))
+        + " ".join(o.get("text", "") for o in outputs(nb))
+        + " ".join(  # markdown as the page shows it: no solutions, backticks or stars
+            re.sub(r"[`*]", "", without_solutions(c.source))
+            for c in nb.cells
+            if c.cell_type == "markdown"
+        )
+    )
+    for code in codes:
+        own = [squash(line) for line in code.splitlines() if len(line.strip()) >= 12]
+        own = [line for line in own if line not in elsewhere]  # lines only the solution has
+        assert own, f"a solution of {path.name} has no line of its own to look for:\n{code}"
+        for line in own:
+            assert line in shown.folded_text, f"{path.stem}.html lost the solution line {line!r}"
+            assert line not in shown.visible_text, f"{path.stem}.html shows {line!r} unfolded"
+
+
+def without_solutions(markdown: str) -> str:
+    """A markdown cell without its solution blocks."""
+    return re.sub(r"<details>.*?</details>", " ", markdown, flags=re.DOTALL)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_pages_show_the_committed_outputs_as_they_are(path):
+    shown = page(path.stem).visible_text
+    printed = [o.text for o in outputs(read(path)) if o.output_type == "stream"]
+    printed = [squash(text) for text in printed if text.strip()]
+    assert printed, f"{path.name} prints nothing?"
+    missing = [text[:80] for text in printed if text not in shown]
+    assert not missing, f"{path.stem}.html lacks the committed printouts {missing}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_widgets_show_their_saved_picture_and_say_they_are_live_in_jupyter(path):
+    nb = read(path)
+    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    views = [o.data[WIDGET_VIEW] for o in outputs(nb) if WIDGET_VIEW in o.get("data", {})]
+    pictures = sum("course-widget-image" in widget_html(states, v["model_id"]) for v in views)
+    built = (built_site() / f"{path.stem}.html").read_text(encoding="utf-8")
+    shown = len(re.findall(r"<div class=[\"']course-widget[\"']", built))
+    assert shown == len(views), (
+        f"{len(views) - shown} widget outputs have no saved state: run the notebook with "
         "`python -m tools.run_notebooks`, which stores it"
     )
-    pictures = len(re.findall(r"class=[\"']course-widget-image[\"']", html))
-    assert pictures == saved_widget_images(nb)
-    assert WIDGET_VIEW not in html and "embed-amd.js" not in html
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_pages_load_no_script_or_style_from_the_network_except_mathjax(site, path):
-    found = tags(site / f"{path.stem}.html")
-    remote_scripts = [s["src"] for s in found["script"] if s.get("src", "").startswith("http")]
-    assert all(src.startswith(MATHJAX) for src in remote_scripts), remote_scripts
-    remote_styles = [k["href"] for k in found["link"] if k.get("href", "").startswith("http")]
-    assert remote_styles == []
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_links_between_lessons_point_to_pages_that_exist(site, path):
-    for anchor in tags(site / f"{path.stem}.html")["a"]:
-        href = anchor.get("href", "")
-        if href.startswith(("http", "#", "mailto:")) or not href:
-            continue
-        target = href.split("#")[0]
-        assert not target.endswith(".ipynb"), f"{path.stem}.html links to a notebook: {href}"
-        if target.endswith(".html"):
-            assert (site / target).is_file(), f"{path.stem}.html links to a missing {href}"
-
-
-def test_tex_becomes_a_picture_and_code_keeps_its_dollars():
-    rendered = render_tex("weights $\\text{softmax}(s)$ and `echo $HOME$` stay")
-    assert rendered.count('class="course-tex"') == 1 and "`echo $HOME$`" in rendered
-    assert render_tex("$\\nosuchcommand{$") == "$\\nosuchcommand{$", "undrawable TeX must stay"
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_every_formula_is_drawn_so_pages_need_no_mathjax(site, path):
-    nb = read(path)
-    formulas = sum(
-        len(MATH.findall(part))
-        for cell in nb.cells
-        if cell.cell_type == "markdown"
-        for i, part in enumerate(CODE.split(cell.source))
-        if i % 2 == 0
+    assert pictures >= 1, f"{path.name} has no explorer picture saved"
+    images = re.findall(
+        r"class='course-widget-image'[^>]*src='data:image/png;base64,([^']+)'", built
     )
-    html = (site / f"{path.stem}.html").read_text(encoding="utf-8")
-    assert html.count('class="course-tex"') == formulas
-    assert "mathjax" not in html.lower(), "a formula was left for MathJax (online only)"
+    assert len(images) == pictures
+    assert all(base64.b64decode(image).startswith(PNG_MAGIC) for image in images)
+    assert built.count(LIVE_NOTE) == pictures, "each explorer says it is live in Jupyter"
+    assert WIDGET_VIEW not in built and "embed-amd" not in built and "require.js" not in built
+
+
+@pytest.mark.parametrize("name", ALL_PAGES)
+def test_every_page_loads_only_files_of_the_site(name):
+    tags = page(name).tags
+    sources = [
+        t.get("src", "") for kind in ("img", "script", "source", "iframe") for t in tags[kind]
+    ]
+    sources += [t.get("href", "") for t in tags["link"] if t.get("rel") != "canonical"]
+    remote = [s for s in sources if re.match(r"(https?:)?//", s)]
+    assert remote == [], f"{name}.html loads from the network: {remote}"
+    for source in filter(None, map(local_target, sources)):
+        assert (built_site() / source).is_file(), f"{name}.html loads a missing {source}"
+
+
+@pytest.mark.parametrize("name", ALL_PAGES)
+def test_links_between_pages_point_to_pages_that_exist(name):
+    for anchor in page(name).tags["a"]:
+        target = local_target(anchor.get("href", ""))
+        if target is None:
+            continue
+        assert not target.endswith((".ipynb", ".md")), f"{name}.html links a source: {target}"
+        assert (built_site() / target).exists(), f"{name}.html links to a missing {target}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_formula_is_left_to_the_local_mathjax(path):
+    formulas = sum(
+        len(DOLLAR_MATH.findall(part))
+        for cell in read(path).cells
+        if cell.cell_type == "markdown"
+        for part in CODE.split(without_solutions(cell.source))
+    )
+    built = (built_site() / f"{path.stem}.html").read_text(encoding="utf-8")
+    assert built.count('class="math notranslate nohighlight"') == formulas
+    if formulas:
+        scripts = [s.get("src", "") for s in page(path.stem).tags["script"]]
+        assert any(s.endswith(MATHJAX) for s in scripts), "formulas, but no local MathJax"
+        assert (built_site() / MATHJAX).is_file()

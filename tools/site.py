@@ -1,44 +1,54 @@
-"""A static copy of the course: one HTML page per notebook plus an index, readable offline.
+"""The course site: Sphinx + MyST-NB + sphinx-book-theme, and the little they cannot do.
 
-``python -m tools.site site`` (what ``make site`` runs) converts the committed notebooks as
-they are, without running them. Pages load nothing from the network: no require.js and no
-widget manager, because every widget output is replaced by a static HTML view built from the
-widget state that ``tools.run_notebooks`` saves (the explorer's picture is in that state),
-and TeX in the markdown is drawn by matplotlib's mathtext into inline SVG pictures. Only TeX
-that mathtext cannot draw makes a page load MathJax from its CDN (offline, its source shows).
-The one remote picture is the Colab badge (offline, its alt text "Open In Colab" shows).
+``python -m tools.site site`` (what ``make site`` runs) builds ``site/`` from the committed
+notebooks, executing none of them. The libraries do the site: MyST-NB renders each notebook
+with its outputs, the book theme gives the sidebar, previous/next, dark mode, the mobile layout
+and a Colab launch button, Sphinx gives the search, ``sphinx-mathjax-offline`` a local MathJax;
+``docs/conf.py`` configures them, and they run in their own environment (``tools.docs_env``).
+A solution stays folded with no help: MyST passes the ``<details>`` of a solution cell through
+as HTML, around the highlighted code. Every page works offline and requests only its own files.
+
+What is left here is what no library does, done on copies of the notebooks given to Sphinx:
+
+- **Widgets.** MyST-NB renders a widget through the ipywidgets JavaScript, from a CDN, and an
+  explorer needs a kernel anyway. Each widget output becomes a static view of the state that
+  ``tools.run_notebooks`` saved (the explorer's picture and its controls' values), with one line
+  saying the explorer is live in Jupyter.
+- **The Colab badge** is a picture on Google's server; it becomes ``docs/colab-badge.svg``,
+  shipped with the site, on the same link.
+- **Links to repository files that are not pages** (TEACHING.md links CONTRIBUTING.md) go to
+  the repository at :data:`tools.course.REF`, instead of a file the site does not have.
+- **The index**: the syllabus read from each notebook's first cell (:mod:`tools.syllabus`), and
+  the table of contents made from the notebooks found in ``notebooks/``, so a new notebook
+  joins the site, the sidebar and previous/next without a list to update.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import io
 import re
 import shutil
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import nbformat
 
-from tools import course
+from tools import course, docs_env
 from tools.syllabus import ROOT, Lesson, notebook_paths, read_lesson
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-TEX = re.compile(r"\$[^$\n]+\$|\\\(|\\\[")
-PAGE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
-{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block html_head_js_mathjax -%}
-{%- if resources.course_has_tex -%}{{ super() }}{%- endif -%}
-{%- endblock html_head_js_mathjax -%}
-{%- block extra_css -%}
-<style>.course-widget pre { font-family: var(--jp-code-font-family, monospace); font-size: 12px; }
-.course-control { margin-right: 1em; }
-.course-widget-image { width: auto; height: auto; max-width: 100%; }</style>
-{%- endblock extra_css -%}
-"""
+REMOTE_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+BADGE = "colab-badge.svg"  # docs/colab-badge.svg, staged next to the pages
+LIVE_NOTE = (
+    "A saved picture: this explorer is live in Jupyter. Run the notebook (<code>make lab</code>, "
+    "or Colab) to move its controls."
+)
+PAGES = {".ipynb", ".md"}
 
 
 # --- widgets as static HTML -------------------------------------------------------------
@@ -95,7 +105,7 @@ def widget_html(states: dict, model_id: str) -> str:
         if not data:
             return ""
         encoded = base64.b64encode(data).decode("ascii")
-        return f"<img class='course-widget-image' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
+        return f"<img class='course-widget-image' alt='the explorer as saved' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
     if kind == "HTMLModel":
         return f"<div>{state.get('value', '')}</div>"
     if kind == "LabelModel":
@@ -104,7 +114,10 @@ def widget_html(states: dict, model_id: str) -> str:
 
 
 def staticize_widgets(nb: nbformat.NotebookNode) -> int:
-    """Replace every widget output by its static HTML view; return how many were replaced."""
+    """Replace every widget output by its static HTML view; return how many were replaced.
+
+    A view with a picture (an explorer) gets the line saying that it is live in Jupyter.
+    """
     saved = nb.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     replaced = 0
     for cell in nb.cells:
@@ -115,150 +128,137 @@ def staticize_widgets(nb: nbformat.NotebookNode) -> int:
             del output.data[WIDGET_VIEW]
             body = widget_html(saved, view["model_id"])
             if body:
-                output.data["text/html"] = (
-                    f"<div class='course-widget' title='A saved view: run the notebook to move "
-                    f"the controls'>{body}</div>"
-                )
+                note = f"<p class='course-live-note'>{LIVE_NOTE}</p>" if "<img" in body else ""
+                output.data["text/html"] = f"<div class='course-widget'>{body}{note}</div>"
                 output.data.pop("text/plain", None)
                 replaced += 1
     return replaced
 
 
-# --- TeX as pictures, so pages need no MathJax --------------------------------------------
+# --- markdown: the badge and links to files that are not pages ----------------------------
 
-CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.DOTALL)
-MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+?)\$", re.DOTALL)
-
-
-def tex_image(tex: str, display: bool) -> str | None:
-    """``tex`` drawn by matplotlib's mathtext as an inline SVG <img>; None if it cannot."""
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.mathtext import math_to_image
-
-    buffer = io.BytesIO()
-    mathtext = "$" + tex.replace(r"\text{", r"\mathrm{") + "$"  # mathtext has no \text
-    size = 15 if display else 13
-    try:
-        math_to_image(mathtext, buffer, format="svg", prop=FontProperties(size=size))
-    except (ValueError, RuntimeError):
-        return None
-    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
-    style = "display:block;margin:0.6em auto" if display else "vertical-align:middle"
-    alt = html.escape(tex, quote=True)
-    return f'<img class="course-tex" alt="{alt}" style="{style}" src="data:image/svg+xml;base64,{encoded}">'
+LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 
 
-def render_tex(markdown: str) -> str:
-    """Replace ``$...$`` and ``$$...$$`` outside code by pictures; keep what will not draw."""
+def repository_links(markdown: str, folder: str, pages: set[str], root: Path = ROOT) -> str:
+    """Point links to repository files that are not pages at the repository, at ``REF``.
+
+    ``folder`` is where the markdown lives in the repository ("" or "notebooks"); ``pages`` the
+    repository paths that become pages, each at the top of the site. Web links and anchors
+    are left alone.
+    """
 
     def one(match: re.Match) -> str:
-        display = match.group(1) is not None
-        image = tex_image((match.group(1) or match.group(2)).strip(), display)
-        return image if image is not None else match.group(0)
+        opening, link, closing = match.groups()
+        target, hash_sign, anchor = link.partition("#")
+        if not target or re.match(r"[a-z]+:", target):
+            return match.group(0)
+        path = (root / folder / target).resolve()
+        if not path.is_relative_to(root) or not path.exists():
+            return match.group(0)
+        relative = path.relative_to(root).as_posix()
+        if relative in pages:  # every page sits at the top of the site
+            new = Path(relative).name
+        else:
+            new = f"{course.REPO_URL}/blob/{course.REF}/{relative}"
+        return f"{opening}{new}{hash_sign}{anchor}{closing}"
 
-    parts = CODE.split(markdown)  # odd parts are code, left alone
-    return "".join(part if i % 2 else MATH.sub(one, part) for i, part in enumerate(parts))
-
-
-# --- pages -------------------------------------------------------------------------------
-
-
-def _exporter():
-    from jinja2 import DictLoader
-    from nbconvert import HTMLExporter
-
-    return HTMLExporter(
-        template_name="lab",
-        template_file="course_page.html.j2",
-        extra_loaders=[DictLoader({"course_page.html.j2": PAGE_TEMPLATE})],
-        embed_images=True,
-    )
+    return LINK.sub(one, markdown)
 
 
-def notebook_page(path: Path) -> str:
-    """The HTML page of one committed notebook, widgets as static views, links to pages."""
-    nb = nbformat.read(path, as_version=4)
-    staticize_widgets(nb)
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            cell.source = render_tex(cell.source)
-    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    resources = {
-        "metadata": {"name": path.stem, "path": str(path.parent)},
-        "course_has_tex": bool(TEX.search(markdown)),
-    }
-    body, _ = _exporter().from_notebook_node(nb, resources=resources)
-    return re.sub(r'href="(\d\d_[\w.-]+)\.ipynb', r'href="\1.html', body)
+def local_badge(markdown: str) -> str:
+    """The Colab badge as the picture shipped with the site, on the same link."""
+    return markdown.replace(f"]({REMOTE_BADGE})", f"]({BADGE})")
 
 
-INDEX_CSS = """
-body { font: 16px/1.5 system-ui, sans-serif; max-width: 52rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
-h1 { margin-bottom: 0.2rem; } .lesson { border-top: 1px solid #ddd; padding: 0.6rem 0; }
-.lesson h2 { font-size: 1.2rem; margin: 0.3rem 0; } .meta { color: #555; font-size: 0.9rem; }
-code { background: #f3f3f3; padding: 0 0.2em; border-radius: 3px; }
-"""
+# --- the index ---------------------------------------------------------------------------
 
 
-def _inline_markdown(text: str) -> str:
-    """Escape, then render the little markdown the first cells use: `code`, *em*, **strong**."""
-    text = html.escape(text)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    text = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
-    return re.sub(r"\*([^*]+)\*", r"<em>\1</em>", text)
-
-
-def _lesson_html(lesson: Lesson) -> str:
-    page = Path(lesson.file).with_suffix(".html").name
-    goals = "".join(f"<li>{_inline_markdown(goal)}</li>" for goal in lesson.goals)
-    colab = html.escape(course.colab_url(lesson.file))
+def _lesson_markdown(lesson: Lesson) -> str:
+    goals = "\n".join(f"- {goal}" for goal in lesson.goals)
     return (
-        f"<section class='lesson' id='nb{lesson.number}'>"
-        f"<h2>{lesson.number} · <a href='{page}'>{html.escape(lesson.title)}</a></h2>"
-        f"<p>{_inline_markdown(lesson.promise)}</p><ul>{goals}</ul>"
-        f"<p class='meta'>Time: {html.escape(lesson.time)} · Prerequisites: "
-        f"{_inline_markdown(lesson.prerequisites)} · <a href='{colab}'>Open in Colab</a></p>"
-        "</section>"
+        f"### {lesson.number} · [{lesson.title}]({lesson.file})\n\n"
+        f"[![Open In Colab]({BADGE})]({course.colab_url(lesson.file)})\n\n"
+        f"{lesson.promise}\n\n{goals}\n\n"
+        f"*Time:* {lesson.time}. *Prerequisites:* {lesson.prerequisites}\n"
     )
 
 
-def index_page(syllabus: list[Lesson]) -> str:
-    """The syllabus page: every lesson with its promise, goals, time and links."""
+def index_markdown(syllabus: list[Lesson]) -> str:
+    """The home page: what the course is, every lesson with its goals, the table of contents."""
     total = sum(lesson.minutes for lesson in syllabus)
-    lessons_html = "\n".join(_lesson_html(lesson) for lesson in syllabus)
+    toc = "\n".join(Path(lesson.file).stem for lesson in syllabus)
     return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>Attention, Head by Head</title><style>{INDEX_CSS}</style></head><body>"
-        "<h1>Attention, Head by Head</h1>"
-        "<p>An interactive course on multi-head attention, from one query in NumPy to fused "
-        "kernels on a GPU. These pages are the notebooks as committed, with their outputs; the "
-        "widgets show the state they were saved in. To move the sliders, run the notebooks "
-        f"(<code>make lab</code>) or open them in Colab.</p>"
-        f"<p class='meta'>{len(syllabus)} lessons, about {total} minutes in all.</p>"
-        f"{lessons_html}</body></html>"
+        "# Attention, Head by Head\n\n"
+        "An interactive course on multi-head attention, from one query in NumPy to fused kernels "
+        "on a GPU and the attention modern models run. These pages are the notebooks as "
+        "committed, with their outputs; each explorer shows the picture it was saved with. To "
+        "run the code and move the sliders, open a notebook in Jupyter (`make lab`) or in Colab. "
+        "Teachers: see the [teaching guide](TEACHING.md).\n\n"
+        f"{len(syllabus)} lessons, about {total} minutes in all.\n\n"
+        "## Syllabus\n\n"
+        + "\n".join(_lesson_markdown(lesson) for lesson in syllabus)
+        + f"\n```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{toc}\n```\n\n"
+        "```{toctree}\n:hidden:\n:caption: For teachers\n\nTEACHING\n```\n"
     )
 
 
-def build(out: Path, root: Path = ROOT) -> list[Path]:
-    """Write ``out/index.html`` and one page per notebook; return the pages written."""
+# --- staging and building ----------------------------------------------------------------
+
+
+def stage(src: Path, root: Path = ROOT) -> list[Path]:
+    """Write what Sphinx reads into ``src``: the notebooks, TEACHING.md, the index, the badge."""
+    src.mkdir(parents=True, exist_ok=True)
+    paths = notebook_paths(root)
+    pages = {f"notebooks/{p.name}" for p in paths} | {"TEACHING.md"}
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        staticize_widgets(nb)
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = repository_links(local_badge(cell.source), "notebooks", pages, root)
+        nbformat.write(nb, src / path.name)
+    teaching = (root / "TEACHING.md").read_text(encoding="utf-8")
+    teaching = repository_links(teaching, "", pages, root)
+    (src / "TEACHING.md").write_text(teaching, encoding="utf-8")
+    lessons = [read_lesson(path) for path in paths]
+    (src / "index.md").write_text(index_markdown(lessons), encoding="utf-8")
+    shutil.copy2(root / "docs" / BADGE, src / BADGE)
+    return [src / "index.md", *(src / p.name for p in paths), src / "TEACHING.md"]
+
+
+def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
+    """Build the site into ``out`` (replaced) with Sphinx; return ``out/index.html``.
+
+    Warnings are errors, so a broken link or an unknown output fails the build.
+    """
+    python = python or docs_env.docs_python(root)
     if out.exists():
         shutil.rmtree(out)
-    out.mkdir(parents=True)
-    paths = notebook_paths(root)
-    written = []
-    for path in paths:
-        page = out / path.with_suffix(".html").name
-        page.write_text(notebook_page(path), encoding="utf-8")
-        written.append(page)
-    index = out / "index.html"
-    index.write_text(index_page([read_lesson(path) for path in paths]), encoding="utf-8")
-    return [index, *written]
+    with tempfile.TemporaryDirectory(prefix="course-site-") as tmp:
+        # MyST-NB keeps its copies of the outputs next to the HTML folder: build in here.
+        src, doctrees, html_dir = (Path(tmp) / name for name in ("src", "doctrees", "html"))
+        stage(src, root)
+        command = [str(python), "-m", "sphinx", "-b", "html", "-E", "-W", "--keep-going", "-q"]
+        command += ["-c", str(root / "docs"), "-d", str(doctrees), str(src), str(html_dir)]
+        subprocess.run(command, check=True, cwd=tmp)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(html_dir, out)
+    return out / "index.html"
+
+
+def size_mb(folder: Path) -> float:
+    """The size of every file under ``folder``, in MiB."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
 
 
 def main(argv: list[str]) -> None:
     out = Path(argv[0] if argv else "site").resolve()
-    for page in build(out):
-        print(f"wrote {page.relative_to(out.parent)}")
+    python = docs_env.docs_python()
+    start = time.perf_counter()
+    index = build(out, python=python)
+    seconds = time.perf_counter() - start
+    print(f"built {index} in {seconds:.1f} s ({size_mb(out):.1f} MB); open it in a browser")
 
 
 if __name__ == "__main__":

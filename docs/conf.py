@@ -1,0 +1,48 @@
+"""Sphinx configuration of the course site: ``make site`` (``python -m tools.site``) uses it.
+
+Sphinx + MyST-NB + sphinx-book-theme, the stack Jupyter Book 1 is built on, in the docs
+environment of ``tools/docs_env.py``. ``tools/site.py`` stages the pages (the notebooks, with
+their widgets as saved pictures, TEACHING.md and an index) and points Sphinx at this folder.
+Nothing is executed, and the site requests nothing but its own files: MathJax is the local copy
+of ``sphinx-mathjax-offline``, and no widget JavaScript is loaded.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tools import course  # noqa: E402  (the repository and the ref Colab opens)
+
+project = "Attention, Head by Head"
+author = 'The "Attention, Head by Head" authors'
+copyright = f"2025 {author}, MIT License"  # as LICENSE says
+
+extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx-mathjax-offline"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+
+# MyST-NB: the committed outputs are the pages.
+nb_execution_mode = "off"
+nb_ipywidgets_js = {}  # no widget manager from a CDN (tools/site.py made widgets static)
+nb_merge_streams = True  # one block per cell for what print() wrote, as Jupyter shows it
+myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_heading_anchors = 3  # TEACHING.md's "#00--start-here-…" anchors, as GitHub makes them
+
+# The book theme: sidebar, previous/next, light/dark switch, mobile layout, a Colab button.
+html_theme = "sphinx_book_theme"
+html_title = project
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
+html_copy_source = False  # the notebooks are in the repository; the site is for reading
+html_show_sourcelink = False
+html_theme_options = {
+    "repository_url": course.REPO_URL,
+    "repository_branch": course.REF,
+    "path_to_docs": "notebooks",  # the Colab button opens notebooks/<page>.ipynb at REF
+    "use_repository_button": True,
+    "use_download_button": False,
+    "launch_buttons": {"colab_url": "https://colab.research.google.com"},
+    "home_page_in_toc": False,  # the title above the sidebar leads home
+    "show_toc_level": 2,
+}

@@ -1,0 +1,233 @@
+"""The course site in headless Chromium, as a learner uses it, with no network.
+
+The built site (``site_tools.built_site``) is served on 127.0.0.1 at a free port. Every request
+the browser makes is intercepted: one that leaves the site is recorded and refused, and each
+test ends by asserting that there was none and that every file of the site that a page asked
+for was there. Screenshots land in ``test-artifacts/site/``.
+
+In CI (``CI=true``) these tests must run; elsewhere they are skipped without Chromium.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from browser_tools import CHROMIUM, CHROMIUM_ARGS, free_port, why_no_browser
+from conftest import NOTEBOOKS, ROOT
+from notebook_tools import read, solutions
+from site_tools import built_site
+
+from tools.syllabus import read_lesson
+
+ARTIFACTS = ROOT / "test-artifacts" / "site"
+REASON = why_no_browser()  # in CI, a missing browser is an error, not a skip
+pytestmark = [
+    pytest.mark.skipif(REASON is not None, reason=f"site browser tests skipped: {REASON}"),
+    pytest.mark.skipif(len(NOTEBOOKS) < 2, reason="previous/next needs two notebooks"),
+]
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+WORD = re.compile(r"[a-z]{9,}")
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The built site, served on 127.0.0.1; yields its base URL."""
+    handler = functools.partial(Quiet, directory=str(built_site()))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Requests:
+    """What the pages of one browser context asked for, sorted into the site's and the rest."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.remote: list[str] = []
+        self.missing: list[str] = []
+        self.errors: list[str] = []
+
+    def route(self, route):
+        url = route.request.url
+        if url.startswith(self.base + "/") or url.startswith(("data:", "blob:")):
+            route.continue_()
+        else:
+            self.remote.append(url)
+            route.abort()
+
+    def response(self, response):
+        if response.url.startswith(self.base) and response.status >= 400:
+            self.missing.append(f"{response.status} {response.url}")
+
+
+@pytest.fixture
+def open_page(browser, server):
+    """``open_page(path, **context options)``: a page of the site in a fresh browser context.
+
+    At the end: no request left 127.0.0.1, none of the site's files was missing, and no page
+    had a JavaScript error.
+    """
+    contexts, requests = [], Requests(server)
+
+    def opener(path: str, **options):
+        context = browser.new_context(**{"viewport": DESKTOP, **options})
+        context.route("**/*", requests.route)
+        context.on("response", requests.response)
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda error: requests.errors.append(str(error)))
+        page.goto(f"{server}/{path}")
+        page.wait_for_load_state("networkidle")
+        return page
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    yield opener
+    for context in contexts:
+        context.close()
+    assert requests.remote == [], f"requests left 127.0.0.1: {requests.remote}"
+    assert requests.missing == [], f"the site lacks files its pages asked for: {requests.missing}"
+    assert requests.errors == [], f"JavaScript errors: {requests.errors}"
+
+
+def shot(page, name: str, full_page: bool = False) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
+
+
+def prose_words(path: Path) -> Counter:
+    """The long words of a notebook's prose (no code, links or solutions), with counts."""
+    text = " ".join(c.source for c in read(path).cells if c.cell_type == "markdown")
+    text = re.sub(r"<details>.*?</details>|```.*?```|`[^`]*`|\]\([^)]*\)", " ", text, flags=re.S)
+    return Counter(WORD.findall(text.lower()))
+
+
+def word_of_one_notebook() -> tuple[str, Path]:
+    """A word of one notebook's prose that no other notebook and no guide contains at all."""
+    everything = {path: " ".join(c.source for c in read(path).cells).lower() for path in NOTEBOOKS}
+    guides = " ".join(
+        (ROOT / name).read_text(encoding="utf-8").lower() for name in ("TEACHING.md",)
+    )
+    for path in reversed(NOTEBOOKS):
+        others = guides + " ".join(text for p, text in everything.items() if p != path)
+        own = [(-n, w) for w, n in prose_words(path).items() if w not in others]
+        if own:
+            return min(own)[1], path
+    raise AssertionError("no notebook has a word of its own to search for")
+
+
+def test_search_finds_a_word_of_one_notebook_and_leads_to_its_page(open_page):
+    word, path = word_of_one_notebook()
+    page = open_page("index.html")
+    shot(page, "index-light")
+    page.locator(".search-button__button:visible").first.click()
+    box = page.locator("form.bd-search input[name='q']:visible").first
+    box.fill(word)
+    box.press("Enter")
+    page.wait_for_url(re.compile(r"search\.html\?q="))
+    results = page.locator("#search-results ul.search li a")
+    results.first.wait_for(timeout=15_000)
+    shot(page, "search")
+    hit = page.locator(f"#search-results ul.search li a[href^='{path.stem}.html']")
+    assert hit.count() >= 1, (
+        f"searching {word!r} does not list {path.stem}: {results.all_inner_texts()}"
+    )
+    hit.first.click()
+    page.wait_for_url(re.compile(rf"/{path.stem}\.html"))
+    assert read_lesson(path).title in page.locator("h1").first.inner_text()
+    assert page.get_by_text(re.compile(word, re.I)).count() >= 1
+
+
+def test_a_solution_starts_closed_and_opens_on_click(open_page):
+    path = next(p for p in NOTEBOOKS if solutions(read(p)))
+    page = open_page(f"{path.stem}.html")
+    solution = page.locator("details:has(> summary:text-is('Solution'))").first
+    code = solution.locator("pre").first
+    assert code.count() == 1, "the Solution box holds no code"
+    solution.scroll_into_view_if_needed()
+    page.mouse.wheel(0, -200)
+    assert solution.evaluate("d => d.open") is False, "a solution starts open"
+    assert not code.is_visible(), "the solution's code shows before a click"
+    shot(page, "solution-closed")
+    solution.locator("summary").click()
+    assert solution.evaluate("d => d.open") is True
+    assert code.is_visible() and "check(" in code.inner_text()
+    shot(page, "solution-open")
+
+
+def test_next_and_previous_walk_the_lessons_in_reading_order(open_page):
+    first, second = NOTEBOOKS[0].stem, NOTEBOOKS[1].stem
+    page = open_page("index.html")
+    page.locator("a.right-next").click()
+    page.wait_for_url(re.compile(rf"/{first}\.html"))
+    page.locator("a.right-next").click()
+    page.wait_for_url(re.compile(rf"/{second}\.html"))
+    assert read_lesson(NOTEBOOKS[1]).title in page.locator("h1").first.inner_text()
+    page.locator("a.left-prev").click()
+    page.wait_for_url(re.compile(rf"/{first}\.html"))
+    page.locator("a.right-next").scroll_into_view_if_needed()
+    shot(page, "previous-next")
+
+
+def test_dark_mode_follows_the_system_and_every_explorer_shows_its_picture(open_page):
+    for path in NOTEBOOKS:
+        page = open_page(f"{path.stem}.html", color_scheme="dark")
+        assert page.locator("html").get_attribute("data-theme") == "dark"
+        explorers = page.locator(".course-widget:has(img.course-widget-image)")
+        assert explorers.count() >= 1, f"{path.stem}.html shows no explorer's saved picture"
+        explorer = explorers.first
+        explorer.scroll_into_view_if_needed()
+        assert explorer.locator("img").evaluate("i => i.complete && i.naturalWidth > 0")
+        assert "live in Jupyter" in explorer.inner_text()
+        if path == NOTEBOOKS[min(2, len(NOTEBOOKS) - 1)]:
+            shot(page, "explorer-dark")
+        page.close()
+
+
+def test_phone_width_hides_the_sidebar_behind_a_menu_button(open_page):
+    page = open_page(f"{NOTEBOOKS[0].stem}.html", viewport=PHONE, is_mobile=True, has_touch=True)
+    lesson = page.locator(f"a.reference.internal[href='{NOTEBOOKS[1].stem}.html']")
+    assert lesson.filter(visible=True).count() == 0, "the sidebar covers a phone screen"
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"the page is {width} px wide on a {PHONE['width']} px phone"
+    shot(page, "phone")
+    page.locator("button.primary-toggle:visible").first.click()
+    shown = lesson.filter(visible=True).first
+    shown.wait_for(timeout=5_000)
+    inside = (
+        "a => { const r = a.getBoundingClientRect(); return r.left >= 0 && r.right <= innerWidth; }"
+    )
+    page.wait_for_function(inside, arg=shown.element_handle(), timeout=5_000)  # slid in
+    shot(page, "phone-menu")
+
+
+def test_every_page_asks_only_for_files_of_the_site(open_page):
+    pages = sorted(p.name for p in built_site().glob("*.html"))
+    for name in pages:
+        open_page(name).close()
+    assert {f"{p.stem}.html" for p in NOTEBOOKS} <= set(pages)
