@@ -224,6 +224,8 @@ def test_plot_timings_names_the_missing_columns_and_refuses_an_empty_table():
         plot_timings(_live_table().drop(columns="tflops"), "t")
     with pytest.raises(ValueError, match="no rows to plot"):
         plot_timings(_live_table().iloc[:0], "t")
+    with pytest.raises(TypeError, match="table must be a pandas DataFrame, got list"):
+        plot_timings([], "t")
 
 
 # --- committed GPU runs -----------------------------------------------------------------------

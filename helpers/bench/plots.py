@@ -26,7 +26,9 @@ def plot_timings(
     twice as steeply as ``T``. A memory column with nothing in it (MPS) is said to be not
     measured; ``peak_tflops``, when given, is drawn as a dashed line on the rate panel.
     """
-    missing = [c for c in (*COLUMNS, hue) if c not in getattr(table, "columns", ())]
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"table must be a pandas DataFrame, got {type(table).__name__}")
+    missing = [c for c in (*COLUMNS, hue) if c not in table.columns]
     if missing:
         raise ValueError(f"table needs the columns {[*COLUMNS, hue]}; missing {missing}")
     if table.empty:

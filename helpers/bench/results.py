@@ -34,8 +34,8 @@ class GpuRun:
     def label(self) -> str:
         """``NVIDIA H200 (driver ..., torch ..., CUDA ..., 2026-01-31)``."""
         d = self.details
-        when = str(d.get("date_utc", "date unknown"))[:10]
-        return f"{self.device} (driver {d.get('driver')}, torch {d.get('torch')}, CUDA {d.get('cuda')}, {when})"
+        versions = f"driver {d.get('driver')}, torch {d.get('torch')}, CUDA {d.get('cuda')}"
+        return f"{self.device} ({versions}, {str(d.get('date_utc', 'date unknown'))[:10]})"
 
 
 def load_gpu_runs(root: str | Path) -> list[GpuRun]:
@@ -57,5 +57,6 @@ def load_gpu_runs(root: str | Path) -> list[GpuRun]:
             if column in table:
                 table[column] = table[column].astype(str).str.lower() == "true"
         details = json.loads(jsons[0].read_text())
-        runs.append(GpuRun(folder.name, str(details.get("device_name")), details, table))
+        device = str(details.get("device_name", "an unnamed device"))
+        runs.append(GpuRun(folder.name, device, details, table))
     return runs
