@@ -5,7 +5,7 @@ Run from the repository root (``make bench BENCH_ARGS="..."`` does the same). Ex
     python -m benchmarks --preset tiny            # seconds, any machine
     python -m benchmarks --preset tiny-flash      # seconds: the Triton kernel, interpreted on a CPU
     python -m benchmarks --preset cpu-note        # B=8 T=1024 D=768 h=12 fp32 causal forward
-    python -m benchmarks --preset gpu-goals --out benchmarks/results/h200 --run-name goals
+    python -m benchmarks --preset gpu-quick --out benchmarks/results/h200 --run-name quick
     python -m benchmarks --preset gpu --out benchmarks/results/h200   # see benchmarks/README.md
     python -m benchmarks --preset gpu-flash --out benchmarks/results/h200 --run-name flash
     python -m benchmarks --check-goals benchmarks/results/h200        # verdicts, no run
@@ -24,11 +24,10 @@ from pathlib import Path
 
 from benchmarks import cli
 from benchmarks.cli import default_out
+from benchmarks.contenders import BACKENDS, CONTENDERS, DIRECT, DTYPES, LAYER_SWEEP
 from benchmarks.record import RunFiles
-from helpers.bench.contenders import BACKENDS, CONTENDERS, DIRECT, DTYPES, LAYER_SWEEP
-from helpers.bench.report import device_name
-from helpers.bench.results import load_results
-from helpers.bench.runner import BenchConfig, run, series
+from benchmarks.runner import BenchConfig, run, series
+from helpers.bench.live import device_name
 
 MODES = ("forward", "forward_backward")
 # The sizes of the GPU presets: B = 4, D = 1024, d_k = 64 and 128 (h = 16 and 8), bfloat16.
@@ -82,10 +81,10 @@ PRESETS: dict[str, dict] = {
         heads=(12,),
         min_run_time=2.0,
     ),
-    # Exactly what the goals of issue #5 need (helpers/bench/goals.py): 3 contenders x 4
+    # Exactly what the GPU goals need (benchmarks/goals.py): 3 contenders x 4
     # backends x 2 masks x 2 head sizes x 6 lengths = 288 measurements, estimated at about 4
     # minutes on an H200 (benchmarks/README.md); the budget stops it well inside a 10-minute slot.
-    "gpu-goals": dict(
+    "gpu-quick": dict(
         **GPU_SIZES,
         contenders=("fused_sdpa", "sdpa_functional", "sdpa_direct"),
         backends=("default", "flash", "cudnn", "efficient"),
@@ -95,7 +94,7 @@ PRESETS: dict[str, dict] = {
         time_budget=540,
     ),
     "gpu": dict(**GPU_SIZES, contenders=LAYER_SWEEP, backends=BACKENDS, min_seq_len=128),
-    # Issue 15: notebook 09's Triton kernel against SDPA under each backend and the explicit
+    # Notebook 09's Triton kernel against SDPA under each backend and the explicit
     # core, forward, bf16 and fp16, both masks, d_k 64 and 128, T = 1024 ... 16384: 7 series x
     # 2 dtypes x 2 masks x 2 head sizes x 5 lengths = 280 measurements.
     "gpu-flash": dict(
@@ -156,7 +155,7 @@ def _parser() -> cli.Parser:
     p.add_argument(
         "--check-goals",
         metavar="RESULTS_DIR",
-        help="print issue #5's goal verdicts for the CSVs in RESULTS_DIR; run nothing",
+        help="print the GPU goals' verdicts for the CSVs in RESULTS_DIR; run nothing",
     )
     return p
 
@@ -202,31 +201,6 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
     return config
 
 
-def save_plots(csv_path: Path, config: BenchConfig) -> list[Path]:
-    """One PNG per dtype, mode, mask and head size that has measured rows."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from helpers.bench.plots import plot_results
-
-    frame = load_results(csv_path)
-    if "status" not in frame or not (frame["status"] == "ok").any():
-        return []
-    ok = frame[frame["status"] == "ok"]
-    saved = []
-    for (dtype, mode, causal, d_k), _ in ok.groupby(["dtype", "mode", "causal", "d_k"]):
-        fig = plot_results(frame, dtype=dtype, mode=mode, causal=bool(causal), d_k=int(d_k))
-        path = csv_path.with_name(
-            f"{csv_path.stem}_{dtype}_{mode}_{'causal' if causal else 'nomask'}_dk{int(d_k)}.png"
-        )
-        fig.savefig(path, dpi=80)
-        plt.close(fig)
-        saved.append(path)
-    return saved
-
-
 def print_note(rows: list[dict]) -> None:
     """The closing-note figures: fused SDPA against torch's MHA and the naive module."""
     times = {r["contender"]: r.get("time_ms") for r in rows if r.get("status") == "ok"}
@@ -260,7 +234,7 @@ def print_kernels(rows: list[dict]) -> None:
     """The Triton kernel against the fastest SDPA backend and the explicit core, per size."""
     import pandas as pd
 
-    from helpers.bench.summary import kernel_table
+    from benchmarks.summary import kernel_table
 
     table = kernel_table(pd.DataFrame(rows))
     if table.empty:
@@ -271,11 +245,10 @@ def print_kernels(rows: list[dict]) -> None:
 
 
 def print_goals(rows: list[dict], out: Path) -> None:
-    """The verdicts of issue #5's goals on this run's rows."""
+    """The verdicts of the GPU goals (benchmarks/goals.py) on this run's rows."""
     import pandas as pd
 
-    from benchmarks.goals import format_goals
-    from helpers.bench.goals import check_goals
+    from benchmarks.goals import check_goals, format_goals
 
     print(format_goals(check_goals(pd.DataFrame(rows)), "this run"))
     print(f"(all runs in the folder: python -m benchmarks --check-goals {out.as_posix()})")
@@ -307,7 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(config, on_row=files.write_row, progress=not args.no_progress)
     counts = files.finish(rows)
     csv_path, json_path = files.csv_path, files.json_path
-    plots = [] if args.no_plots else save_plots(csv_path, config)
+    if args.no_plots:
+        plots = []
+    else:
+        from benchmarks.plots import save_plots
+
+        plots = save_plots(csv_path)
     print(f"{len(rows)} rows {counts} -> {csv_path} (+ {json_path.name}, {len(plots)} plots)")
     if args.preset == "cpu-note":
         print_note(rows)

@@ -248,7 +248,7 @@ def device_problem(name: str) -> str | None:
     """Why the device ``name`` cannot run here, or None when it can."""
     import torch
 
-    from helpers.bench.runner import device_problem as problem
+    from benchmarks.runner import device_problem as problem
 
     return problem(torch.device(name))
 

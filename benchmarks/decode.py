@@ -3,13 +3,13 @@
 One ``helpers.inference.GroupedQueryAttention`` layer computes the next token after a context
 of T tokens, with its KV cache and by recomputing every token, for h_kv = h, h / 4 and 1
 key/value heads (multi-head, grouped-query, multi-query); T doubles from 64 to 2048. What one
-step does is in :mod:`helpers.bench.decode`. Examples::
+step does is in :mod:`benchmarks.decoding`. Examples::
 
     python -m benchmarks.decode --preset tiny     # seconds, any machine
     python -m benchmarks.decode --preset cpu      # D=512 h=8, T=64..2048, float32
     python -m benchmarks.decode --preset gpu --out benchmarks/results/h200/decode --run-name decode
 
-It writes ``<run>.csv`` (columns in ``helpers.bench.decode``) and ``<run>.json`` (device,
+It writes ``<run>.csv`` (columns in ``benchmarks.decoding``) and ``<run>.json`` (device,
 versions, command, settings) to ``--out`` (default: the main command's folder for this device,
 plus ``/decode``: keep decode runs out of the sweep's folder, whose CSVs are read as one
 table), and prints tokens/s with and without the cache and their ratio. Every flag is checked
@@ -23,10 +23,10 @@ import argparse
 import sys
 
 from benchmarks import cli
+from benchmarks.decoding import COLUMNS, DecodeConfig, decode_table, default_kv_heads, run_decode
 from benchmarks.record import RunFiles
-from helpers.bench.contenders import DTYPES
-from helpers.bench.decode import COLUMNS, DecodeConfig, decode_table, default_kv_heads, run_decode
-from helpers.bench.report import device_name
+from helpers.bench.ceiling import DTYPES
+from helpers.bench.live import device_name
 
 # Presets hold values in the form the flags' checks return (benchmarks/cli.py).
 PRESETS: dict[str, dict] = {

@@ -1,7 +1,7 @@
 """Writing a benchmark run to disk: one CSV of rows and one JSON of metadata per run.
 
-Reading them back (``load_results``, ``load_metadata``, ``committed_results``) is
-:mod:`helpers.bench.results`, which notebook 07 uses; the columns are its ``COLUMNS``.
+The sweep's columns are :data:`benchmarks.results.COLUMNS`; :func:`benchmarks.results.load_results`
+reads them back, and notebook 07 reads committed runs with :mod:`helpers.bench.results`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from helpers.bench.results import COLUMNS
+from benchmarks.results import COLUMNS
 
 
 class CsvWriter:
@@ -46,7 +46,7 @@ class RunFiles:
     """
 
     def __init__(self, out: Path, stem: str, command: str, device, config, columns=COLUMNS):
-        from helpers.bench.report import environment_report
+        from benchmarks.report import environment_report
 
         self.csv_path, self.json_path = Path(out) / f"{stem}.csv", Path(out) / f"{stem}.json"
         self.metadata = {

@@ -22,7 +22,7 @@ stages run (exclusive times: a stage started inside another is not counted twice
 
 The wrappers cost a few microseconds per call, so the stages add up to a little more than the
 first pass's time. ``--profile NAME`` also prints the 25 most expensive functions (cumulative,
-cProfile) of one explorer's 20 redraws. The goal (issue 13) is a median of at most about 100 ms
+cProfile) of one explorer's 20 redraws. The goal is a median of at most about 100 ms
 on a 2-core laptop CPU; the numbers are this machine's, under the load printed with them.
 
 Examples::

@@ -3,14 +3,13 @@
 NumPy stores a projection as ``W`` of shape ``(d_in, d_out)`` and computes ``x @ W``;
 ``nn.Linear`` stores ``weight`` as ``(d_out, d_in)`` and computes ``x @ weight.T``. The fused
 layer stacks the q, k and v weights into one ``(3 D, D)`` matrix, ``[Q | K | V]``, the layout
-of ``nn.MultiheadAttention``'s ``in_proj_weight`` (also reached as
-``FusedMultiHeadAttention.from_torch``).
+of ``nn.MultiheadAttention``'s ``in_proj_weight``, which ``FusedMultiHeadAttention.from_torch``
+copies directly.
 """
 
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from helpers import numpy_attention, validation
 from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
@@ -54,35 +53,4 @@ def fused_from_separate(module: MultiHeadAttention) -> FusedMultiHeadAttention:
         if bias:
             new.qkv_proj.bias.copy_(torch.cat([p.bias for p in projections]))
         new.out_proj.load_state_dict(module.out_proj.state_dict())
-    return new
-
-
-def fused_from_torch(module: nn.MultiheadAttention) -> FusedMultiHeadAttention:
-    """Copy ``nn.MultiheadAttention``'s ``in_proj_weight``/``in_proj_bias`` (notebook 06, §5).
-
-    The layouts agree, so the copy is direct. The result is batch-first whatever
-    ``module.batch_first`` says. A module with its own key/value widths, or extra keys
-    (``add_bias_kv``, ``add_zero_attn``), computes something else and is refused.
-    """
-    validation.require_array("module", module, nn.MultiheadAttention, "torch.nn.MultiheadAttention")
-    if module.in_proj_weight is None:
-        raise ValueError(
-            "module uses separate q/k/v projections (kdim or vdim differ from embed_dim); "
-            f"embed_dim={module.embed_dim}, kdim={module.kdim}, vdim={module.vdim}"
-        )
-    if module.bias_k is not None or module.add_zero_attn:
-        raise ValueError(
-            f"module adds extra keys (add_bias_kv={module.bias_k is not None}, "
-            f"add_zero_attn={module.add_zero_attn}), which FusedMultiHeadAttention does not "
-            "have; build the nn.MultiheadAttention without them"
-        )
-    bias = module.in_proj_bias is not None
-    new = FusedMultiHeadAttention(module.embed_dim, module.num_heads, bias=bias)
-    new = new.to(dtype=module.in_proj_weight.dtype, device=module.in_proj_weight.device)
-    with torch.no_grad():
-        new.qkv_proj.weight.copy_(module.in_proj_weight)
-        new.out_proj.weight.copy_(module.out_proj.weight)
-        if bias:
-            new.qkv_proj.bias.copy_(module.in_proj_bias)
-            new.out_proj.bias.copy_(module.out_proj.bias)
     return new

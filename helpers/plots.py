@@ -14,8 +14,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.collections import QuadMesh
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogLocator, NullLocator, ScalarFormatter
 from seaborn.utils import relative_luminance
 
 from helpers.validation import (
@@ -299,3 +301,14 @@ def head_grid(
     if title:
         ax.set_title(title, pad=26)
     return fig
+
+
+def log_ticks(axis: Axis) -> None:
+    """Label a log-scaled axis at 1, 2 and 5 times each power of ten, as plain numbers.
+
+    Matplotlib labels only the powers of ten, so a measurement that spans less than a decade
+    shows one label or none. Used by the timing plot of notebook 06, section 7.
+    """
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(ScalarFormatter())
+    axis.set_minor_locator(NullLocator())

@@ -9,6 +9,7 @@ arguments once, then runs the attention core of :mod:`helpers.attention_core` un
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -135,9 +136,32 @@ class FusedMultiHeadAttention(nn.Module):
     def from_torch(cls, module: nn.MultiheadAttention) -> FusedMultiHeadAttention:
         """The same layer with ``nn.MultiheadAttention``'s weights (notebook 06, section 5).
 
-        Its ``in_proj_weight`` already has the ``[Q | K | V]`` layout; see
-        :func:`helpers.convert.fused_from_torch`, which does the copy.
+        Its ``in_proj_weight`` already has the ``[Q | K | V]`` layout, so the copy is direct.
+        The result is batch-first whatever ``module.batch_first`` says. A module with its own
+        key/value widths, or extra keys (``add_bias_kv``, ``add_zero_attn``), computes something
+        else and is refused. Dtype and device follow ``module``.
         """
-        from helpers.convert import fused_from_torch
-
-        return fused_from_torch(module)
+        validation.require_array(
+            "module", module, nn.MultiheadAttention, "torch.nn.MultiheadAttention"
+        )
+        if module.in_proj_weight is None:
+            raise ValueError(
+                "module uses separate q/k/v projections (kdim or vdim differ from embed_dim); "
+                f"embed_dim={module.embed_dim}, kdim={module.kdim}, vdim={module.vdim}"
+            )
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError(
+                f"module adds extra keys (add_bias_kv={module.bias_k is not None}, "
+                f"add_zero_attn={module.add_zero_attn}), which FusedMultiHeadAttention does not "
+                "have; build the nn.MultiheadAttention without them"
+            )
+        bias = module.in_proj_bias is not None
+        new = cls(module.embed_dim, module.num_heads, bias=bias)
+        new = new.to(dtype=module.in_proj_weight.dtype, device=module.in_proj_weight.device)
+        with torch.no_grad():
+            new.qkv_proj.weight.copy_(module.in_proj_weight)
+            new.out_proj.weight.copy_(module.out_proj.weight)
+            if bias:
+                new.qkv_proj.bias.copy_(module.in_proj_bias)
+                new.out_proj.bias.copy_(module.out_proj.bias)
+        return new

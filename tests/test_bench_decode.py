@@ -1,4 +1,4 @@
-"""The decode benchmark: ``python -m benchmarks.decode`` and ``helpers.bench.decode``."""
+"""The decode benchmark: ``python -m benchmarks.decode`` and ``benchmarks.decoding``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 
 import pytest
 import torch
-from test_bench import assert_refused
+from test_bench_command import assert_refused
 
+from benchmarks import decoding as decode_module
 from benchmarks.decode import main
-from helpers.bench import decode as decode_module
-from helpers.bench.decode import COLUMNS, DecodeConfig, decode_step, default_kv_heads, run_decode
+from benchmarks.decoding import COLUMNS, DecodeConfig, decode_step, default_kv_heads, run_decode
 from helpers.inference import GroupedQueryAttention
 
 PROG = "python -m benchmarks.decode"
@@ -90,7 +90,7 @@ def test_a_failing_series_stops_and_the_others_go_on(monkeypatch):
     ]
 
 
-def test_gpu_preset_plans_the_issues_sweep(capsys):
+def test_gpu_preset_plans_a_llama_like_layer(capsys):
     assert main(["--preset", "gpu", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert (

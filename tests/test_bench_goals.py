@@ -1,16 +1,14 @@
-"""helpers.bench.goals: issue #5's GPU goals judged from synthetic tables that pass, fail or
-lack the rows, and the commands that print the verdicts."""
+"""benchmarks.goals: what a GPU run should show, judged from synthetic tables that pass, fail
+or lack the rows, and the commands that print the verdicts."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from benchmarks import goals as goals_command
+from benchmarks import goals
 from benchmarks.__main__ import main as bench_main
-from benchmarks.goals import report
-from helpers.bench import goals
-from helpers.bench.goals import check_goals
+from benchmarks.goals import check_goals, report
 
 H200_BF16_PEAK = 989.0
 
@@ -138,7 +136,7 @@ def test_a_missing_device_is_reported_with_its_reason():
 
 def test_goals_read_a_results_folder_and_print_without_failing(tmp_path, capsys):
     _table().to_csv(tmp_path / "goals.csv", index=False)
-    assert goals_command.main([str(tmp_path)]) == 0
+    assert goals.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.count("PASS") == 4 and "NOT MEASURED" not in out
     assert bench_main(["--check-goals", str(tmp_path / "missing")]) == 0
@@ -152,15 +150,15 @@ def test_failing_goals_still_exit_zero(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("threshold", ["MAX_MODULE_OVERHEAD", "MIN_PEAK_FRACTION"])
-def test_thresholds_are_the_issues(threshold):
+def test_thresholds_are_five_percent_and_half_the_peak(threshold):
     assert {"MAX_MODULE_OVERHEAD": 0.05, "MIN_PEAK_FRACTION": 0.5}[threshold] == getattr(
         goals, threshold
     )
     assert goals.MIN_SEQ_LEN == 4096 and goals.HEAD_DIMS == (64, 128)
 
 
-def test_gpu_goals_preset_on_a_cpu_runs_and_reports_not_measured(tmp_path, capsys):
-    argv = ["--preset", "gpu-goals", "--device", "cpu", "--seq-lens", "16,32"]
+def test_gpu_quick_preset_on_a_cpu_runs_and_reports_not_measured(tmp_path, capsys):
+    argv = ["--preset", "gpu-quick", "--device", "cpu", "--seq-lens", "16,32"]
     argv += ["--d-model", "256", "--batch", "1", "--min-run-time", "0.005"]
     argv += ["--backends", "default", "--out", str(tmp_path), "--run-name", "g", "--no-progress"]
     assert bench_main(argv) == 0
@@ -174,8 +172,8 @@ def test_gpu_goals_preset_on_a_cpu_runs_and_reports_not_measured(tmp_path, capsy
     assert "NOT MEASURED" in report(tmp_path)
 
 
-def test_gpu_goals_plan_fits_a_ten_minute_slot(capsys):
-    assert bench_main(["--preset", "gpu-goals", "--device", "cuda", "--dry-run"]) == 0
+def test_gpu_quick_plan_fits_a_ten_minute_slot(capsys):
+    assert bench_main(["--preset", "gpu-quick", "--device", "cuda", "--dry-run"]) == 0
     out = capsys.readouterr().out
     # 3 contenders x 4 backends x 2 masks x 2 head sizes x 6 lengths (1024 .. 32768)
     assert "288 measurements" in out and "stopped after 540 s" in out

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from benchmarks.__main__ import PRESETS, _parser, build_config, main
-from helpers.bench import BenchConfig, run
-from helpers.bench.contenders import DIRECT, Case, make_step
+from benchmarks.contenders import DIRECT, Case, make_step
+from benchmarks.runner import BenchConfig, run
+from benchmarks.summary import kernel_table
 from helpers.bench.flops import attention_flops
-from helpers.bench.summary import kernel_table
 
 CPU = torch.device("cpu")
 needs_triton = pytest.mark.skipif(
@@ -25,7 +25,7 @@ needs_triton = pytest.mark.skipif(
 )
 
 
-def test_gpu_flash_plans_the_issues_sizes(capsys):
+def test_gpu_flash_plans_kernels_at_gpu_sizes(capsys):
     config = build_config(_parser().parse_args(["--preset", "gpu-flash"]))
     assert config.device == "cuda" and config.contenders == DIRECT
     assert config.backends == ("default", "flash", "efficient", "cudnn", "math")

@@ -1,4 +1,5 @@
-"""Headline figures (speed-up, memory saved) and the measured matmul ceiling of helpers.bench."""
+"""The measured matmul ceiling (helpers.bench.ceiling), and the benchmark command's headline
+figures (benchmarks.summary: speed-up, memory saved)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pandas as pd
 import pytest
 import torch
 
+from benchmarks.summary import headline, memory_saving
 from helpers.bench import ceiling as ceiling_module
-from helpers.bench.ceiling import ceiling_fraction, matmul_flops, measured_matmul_tflops
-from helpers.bench.summary import best_ceiling_fraction, headline, memory_saving
+from helpers.bench.ceiling import matmul_flops, measured_matmul_tflops
 
 CPU = torch.device("cpu")
 
@@ -71,15 +72,6 @@ def test_matmul_ceiling_divides_two_n_cubed_by_the_median_time_of_that_matmul(mo
 def test_matmul_ceiling_names_the_bad_argument(kwargs, error, message):
     with pytest.raises(error, match=re.escape(message)):
         measured_matmul_tflops(CPU, **kwargs)
-
-
-def test_ceiling_fraction_divides_and_refuses_a_ceiling_that_is_not_a_rate():
-    assert ceiling_fraction(0.03, 0.12) == pytest.approx(0.25)
-    for bad in (0.0, -1.0, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="ceiling_tflops must be a positive finite rate"):
-            ceiling_fraction(0.03, bad)
-    with pytest.raises(ValueError, match="tflops must be a non-negative finite rate"):
-        ceiling_fraction(float("nan"), 0.12)
 
 
 # --- headline figures on a hand-made table -----------------------------------------------------
@@ -151,15 +143,3 @@ def test_headline_says_memory_was_not_measured_rather_than_inventing_a_ratio():
     lines = headline(_frame(memory=False), dtype="float32")
     assert lines[2].startswith("working memory: not measured on this device")
     assert not any("nan" in line.lower() for line in lines)
-
-
-def test_best_ceiling_fraction_takes_the_fastest_row_as_a_share_of_the_matmul_rate():
-    best = best_ceiling_fraction(_frame(), 0.1, contender="sdpa_direct", dtype="float32")
-    assert best == {
-        "seq_len": 1024,
-        "backend": "default",
-        "tflops": 0.063,
-        "ceiling_tflops": 0.1,
-        "fraction": pytest.approx(0.63),
-    }
-    assert best_ceiling_fraction(_frame(), 0.1, contender="torch_mha") is None

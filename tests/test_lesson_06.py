@@ -167,7 +167,7 @@ def test_committed_projection_timings_are_physically_plausible():
 
 
 def test_log_ticks_label_a_span_of_less_than_a_decade():
-    from helpers.bench.plots import log_ticks
+    from helpers.plots import log_ticks
 
     fig, ax = plt.subplots()
     ax.plot([1, 2], [30, 400])

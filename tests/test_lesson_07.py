@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+from pathlib import Path
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -17,10 +18,10 @@ import torch
 from conftest import ROOT
 from notebook_tools import code_cells, read, verdict
 
-from benchmarks.record import CsvWriter
 from helpers import exercises
-from helpers.bench import BenchConfig, committed_results, run
+from helpers.bench.live import time_layers
 from helpers.bench.peaks import find_peak
+from helpers.bench.results import load_gpu_runs
 from helpers.widgets import explore, kernel_memory
 
 NOTEBOOK = ROOT / "notebooks" / "07_fused_kernels_on_the_gpu.ipynb"
@@ -55,66 +56,103 @@ def test_tolerance_exercise_accepts_a_few_eps():
     assert verdict("attention_tolerance", lambda dtype: 4 * torch.finfo(dtype).eps) == "passed"
 
 
-def _results_cell() -> str:
-    cells = [c for c in code_cells(read(NOTEBOOK)) if "committed_results(RESULTS)" in c.source]
-    assert len(cells) == 1
-    return cells[0]
+def _results_cells() -> str:
+    """Section 9's two cells, the one that loads the runs and the one that shows them."""
+    sources = [c.source for c in code_cells(read(NOTEBOOK))]
+    first = [i for i, s in enumerate(sources) if "load_gpu_runs(RESULTS)" in s]
+    assert len(first) == 1 and "plot_timings(rows" in sources[first[0] + 1]
+    return sources[first[0]] + "\n" + sources[first[0] + 1]
 
 
 def test_stored_output_agrees_with_the_committed_results():
-    cell = _results_cell()
-    text = "".join(o.get("text", "") for o in cell.outputs)
-    found = committed_results(ROOT / "benchmarks" / "results")
-    if not found:
+    cells = code_cells(read(NOTEBOOK))
+    i = next(i for i, c in enumerate(cells) if "load_gpu_runs(RESULTS)" in c.source)
+    text = "".join(o.get("text", "") for o in cells[i].outputs)
+    runs = load_gpu_runs(ROOT / "benchmarks" / "results")
+    if not runs:
         assert "No GPU run has been committed yet" in text
-    for folder in found:
-        assert folder.name in text
+    for run in runs:
+        assert f"{run.folder}: {run.label}" in text
 
 
-def test_results_cell_plots_a_committed_run_labelled_with_its_device(tmp_path):
-    # A stand-in for a committed GPU run: real rows measured at tiny size, in bfloat16.
-    folder = tmp_path / "benchmarks" / "results" / "tiny-gpu"
-    rows = run(
-        BenchConfig(
-            contenders=("naive", "fused_sdpa", "sdpa_direct"),
-            dtypes=("bfloat16",),
-            causal=(False, True),
-            modes=("forward",),
-            seq_lens=(8, 16),
-            batch=1,
-            d_model=16,
-            heads=(2,),
-            min_run_time=0.005,
-        ),
-        on_row=CsvWriter(folder / "run.csv"),
-        progress=False,
-    )
-    assert all(r["status"] == "ok" for r in rows)
-    meta = {
-        "device_name": "CPU (test)",
-        "driver": None,
-        "torch": torch.__version__,
-        "cuda": None,
-        "date_utc": "2026-01-01T00:00:00+00:00",
-    }
-    (folder / "run.json").write_text(json.dumps(meta))
-    (tmp_path / "notebooks").mkdir()
-    cwd = os.getcwd()
-    out = io.StringIO()
-    plt.close("all")  # count only the figures the cell draws
+def _run_results_cells(notebooks: Path) -> str:
+    """Section 9 run from ``notebooks`` (a folder like the repository's notebooks/); its print."""
+    cwd, out = os.getcwd(), io.StringIO()
+    plt.close("all")  # count only the figures the cells draw
     try:
-        os.chdir(tmp_path / "notebooks")
+        os.chdir(notebooks)
         with contextlib.redirect_stdout(out):
-            exec(compile(_results_cell().source, "nb07-results", "exec"), {"plt": plt})
+            exec(compile(_results_cells(), "nb07-results", "exec"), {"plt": plt})
     finally:
         os.chdir(cwd)
-    text = out.getvalue()
-    assert "No GPU run" not in text and "tiny-gpu: CPU (test)" in text
-    assert "speed-up" in text and "no known peak" in text
-    assert text.count("NOT MEASURED") == 4  # both goals, d_k 64 and 128: no bf16 peak on a CPU
+    return out.getvalue()
+
+
+def _gpu_row(contender, seq_len, time_ms, tflops, **extra):
+    row = dict(
+        device_name="NVIDIA H200",
+        contender=contender,
+        backend="default",
+        compiled=False,
+        dtype="bfloat16",
+        causal=False,
+        mode="forward",
+        d_k=64,
+        seq_len=seq_len,
+        status="ok",
+        time_ms=time_ms,
+        peak_mem_mib=1.0,
+        tflops=tflops,
+    )
+    return {**row, **extra}  # fmt: skip
+
+
+def test_results_cells_show_a_committed_run_labelled_with_its_gpu(tmp_path):
+    rows = [_gpu_row("naive", 2048, 40.0, 20.0, backend="-")]
+    rows.append(_gpu_row("naive", 4096, None, None, backend="-", status="oom"))
+    for t, ms in ((2048, 1.0), (4096, 4.0), (8192, 16.0)):
+        rows.append(_gpu_row("fused_sdpa", t, ms * 1.02, 300.0))
+        rows.append(_gpu_row("sdpa_functional", t, ms, 310.0))
+        rows.append(_gpu_row("sdpa_direct", t, ms * 0.9, 450.0 + t / 1024))
+    # what the cells leave out: another head size, a mask, a forced kernel, another dtype
+    rows.append(_gpu_row("sdpa_direct", 8192, 1.0, 900.0, d_k=128))
+    rows.append(_gpu_row("sdpa_direct", 8192, 1.0, 900.0, causal=True))
+    rows.append(_gpu_row("sdpa_direct", 8192, 1.0, 900.0, backend="flash"))
+    rows.append(_gpu_row("sdpa_direct", 8192, 1.0, 900.0, dtype="float16"))
+    folder = tmp_path / "benchmarks" / "results" / "h200"
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(folder / "run.csv", index=False)
+    meta = dict(device_name="NVIDIA H200", driver="570.1", torch=torch.__version__,
+                cuda="12.8", date_utc="2026-01-01T00:00:00+00:00")  # fmt: skip
+    (folder / "run.json").write_text(json.dumps(meta))
+    (tmp_path / "notebooks").mkdir()
+    text = _run_results_cells(tmp_path / "notebooks")
+    assert "No GPU run" not in text
+    assert "h200: NVIDIA H200 (driver 570.1, torch" in text and "15 measurements" in text
+    assert "fused_sdpa / sdpa_functional at T ≥ 4096: 1.020 to 1.020" in text
+    # the best no-mask, default-kernel, d_k = 64 row: 458 TFLOP/s of 989, at T = 8192
+    assert "sdpa_direct: best 458 TFLOP/s at T = 8192, 46% of the 989 TFLOP/s" in text
+    table = text.split("ms per call")[1].splitlines()
+    assert [line.split()[0] for line in table[3:6]] == ["2048", "4096", "8192"]
+    assert table[4].split()[2] == "NaN"  # naive at T = 4096: out of memory
     titles = [plt.figure(n)._suptitle.get_text() for n in plt.get_fignums()]
-    assert len(titles) == 2 and all(rows[0]["device_name"] in t and "bfloat16" in t for t in titles)
+    assert titles == ["NVIDIA H200 · bfloat16 · forward · no mask · d_k = 64"]
+    lines = plt.figure(plt.get_fignums()[0]).axes[2].get_lines()
+    assert any("989" in line.get_label() for line in lines)  # the dense peak, dashed
     plt.close("all")
+
+
+def test_results_cells_say_when_no_run_is_committed_and_when_there_is_no_benchmarks_folder(
+    tmp_path,
+):
+    (tmp_path / "clone" / "benchmarks").mkdir(parents=True)
+    (tmp_path / "clone" / "notebooks").mkdir()
+    text = _run_results_cells(tmp_path / "clone" / "notebooks")
+    assert "No GPU run has been committed yet" in text and "--preset gpu-quick" in text
+    (tmp_path / "colab" / "notebooks").mkdir(parents=True)  # Colab: the helpers alone
+    text = _run_results_cells(tmp_path / "colab" / "notebooks")
+    assert "no benchmarks/ folder (Colab installs only the helpers)" in text
+    assert plt.get_fignums() == []
 
 
 def test_weights_memory_matches_the_exercise_formula_and_ignores_d_k():
@@ -232,20 +270,11 @@ def test_memory_cell_is_checked_and_proves_the_explicit_path_holds_scores_and_we
     cell = _memory_cell()
     # its output is the proof, so nbval checks it: no ignore tag
     assert "nbval-ignore-output" not in cell.metadata.get("tags", [])
-    config = BenchConfig(
-        contenders=("naive", "fused_sdpa"),
-        causal=(False,),
-        modes=("forward",),
-        seq_lens=(64, 128, 256),
-        batch=1,
-        d_model=16,
-        heads=(2,),
-        min_run_time=0.005,
-    )
-    frame = pd.DataFrame(run(config, progress=False))
+    sizes = dict(B_live=1, D_live=16, h_live=2)
+    frame = time_layers("cpu", (64, 128, 256), batch=1, d_model=16, heads=2, min_run_time=0.005)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(cell.source, "nb07-memory", "exec"), {"live": config, "live_frame": frame})
+        exec(compile(cell.source, "nb07-memory", "exec"), {**sizes, "live_frame": frame})
     lines = out.getvalue().splitlines()
     assert [line.split()[0] for line in lines[1:4]] == ["64", "128", "256"]
     rests = {line.split()[-1] for line in lines[1:4]}  # the rest, in (B, T, D) tensors
@@ -255,16 +284,13 @@ def test_memory_cell_is_checked_and_proves_the_explicit_path_holds_scores_and_we
 
 def test_memory_cell_refuses_a_measurement_smaller_than_the_scores_and_weights():
     frame = pd.DataFrame(
-        [
-            dict(contender="naive", status="ok", seq_len=t, peak_mem_mib=2 * t * t * 4 / 2**20)
-            for t in (64, 128)
-        ]
+        [dict(contender="naive", seq_len=t, peak_mem_mib=2 * t * t * 4 / 2**20) for t in (64, 128)]
     )  # one (B, h, T, T) tensor where the explicit path keeps two
-    config = BenchConfig(batch=1, d_model=16, heads=(2,))
+    sizes = dict(B_live=1, D_live=16, h_live=2)
     with pytest.raises(AssertionError), contextlib.redirect_stdout(io.StringIO()):
         exec(
             compile(_memory_cell().source, "nb07-memory", "exec"),
-            {"live": config, "live_frame": frame},
+            {**sizes, "live_frame": frame},
         )
 
 

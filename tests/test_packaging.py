@@ -8,25 +8,29 @@ whatever is pulled in but adds nothing; on Linux torch is held to its CPU build,
 cached under ``build/`` keyed on ``pyproject.toml`` and ``requirements.txt``; each run
 reinstalls the package itself (``--no-deps``) from the current working tree.
 
-In that environment every module under ``helpers`` must import; the course tooling (``tools``)
-and the benchmark command (``benchmarks``) must not be installed; and every declared dependency
-must be one that importing ``helpers`` actually uses.
+In that environment every module under ``helpers`` must import, and so must every import
+statement of every notebook (code cells and solutions); the course tooling (``tools``) and the
+benchmark command (``benchmarks``) must not be installed; and every declared dependency must be
+one that importing ``helpers`` actually uses.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
-from conftest import ROOT
+from conftest import NOTEBOOKS, ROOT
 
 PACKAGE = "attention-head-by-head"
 pytestmark = pytest.mark.timeout(1200)  # the first run builds the environment (minutes)
@@ -113,6 +117,22 @@ def package_python(source, constraints) -> Path:
     return python
 
 
+def notebook_imports(paths=NOTEBOOKS) -> list[str]:
+    """Every import statement in the notebooks' code cells and solution blocks, as source."""
+    found = set()
+    for path in paths:
+        for cell in nbformat.read(path, as_version=4).cells:
+            blocks = [cell.source] if cell.cell_type == "code" else []
+            blocks += re.findall(r"```python\n(.*?)```", cell.source, re.S)
+            for block in blocks:
+                for node in ast.walk(ast.parse(block)):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        found.add(ast.unparse(node))
+    if platform.system() != "Linux":  # Triton is published for Linux only; 09 says so
+        found = {s for s in found if not re.match(r"(from|import) triton\b", s)}
+    return sorted(found)
+
+
 PROBE = textwrap.dedent(
     """
     import importlib, importlib.metadata as md, importlib.util, json, pkgutil, sys
@@ -123,7 +143,7 @@ PROBE = textwrap.dedent(
 
     import helpers
 
-    failed = {}
+    failed, notebook_failed = {}, {}
     def record(name):
         failed[name] = repr(sys.exc_info()[1])
 
@@ -134,6 +154,12 @@ PROBE = textwrap.dedent(
             importlib.import_module(name)
         except Exception as error:
             failed[name] = f"{type(error).__name__}: {error}"
+
+    for statement in json.loads(sys.argv[1]):
+        try:
+            exec(statement, {})
+        except Exception as error:
+            notebook_failed[statement] = f"{type(error).__name__}: {error}"
 
     dist = md.distribution(PACKAGE)
     providers = {}
@@ -152,6 +178,7 @@ PROBE = textwrap.dedent(
         "helpers": helpers.__file__,
         "modules": names,
         "failed": failed,
+        "notebook_failed": notebook_failed,
         "record": sorted({str(f).split("/")[0] for f in dist.files or []}),
         "files": sorted(
             str(f) for f in dist.files or []
@@ -172,7 +199,8 @@ def report(package_python, tmp_path_factory) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["MPLBACKEND"] = "Agg"
     # -I: no current folder, no user site, no PYTHON* variables on sys.path.
-    done = run([str(package_python), "-I", "-c", PROBE], cwd=empty, env=env, timeout=600)
+    imports = json.dumps(notebook_imports())
+    done = run([str(package_python), "-I", "-c", PROBE, imports], cwd=empty, env=env, timeout=600)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -191,6 +219,29 @@ def test_every_helpers_module_imports_with_the_declared_dependencies_alone(repor
     expected = {module_name(p.relative_to(source)) for p in (source / "helpers").rglob("*.py")}
     assert set(report["modules"]) == expected, "pkgutil and the source tree disagree"
     assert report["failed"] == {}, "not importable from `pip install .` alone"
+
+
+def test_every_notebook_import_resolves_with_the_package_alone(report):
+    assert len(notebook_imports()) > 50  # the notebooks were read: dozens of imports
+    assert report["notebook_failed"] == {}, "a notebook imports what `pip install .` lacks"
+
+
+def test_notebook_imports_are_found_in_code_cells_and_solutions(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import numpy as np\n\ndef f():\n    from helpers import masks"),
+        nbformat.v4.new_markdown_cell(
+            "<details><summary>Solution</summary>\n\n```python\n"
+            "from helpers.exercises import check\n```\n</details>"
+        ),
+    ]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    assert notebook_imports([path]) == [
+        "from helpers import masks",
+        "from helpers.exercises import check",
+        "import numpy as np",
+    ]
 
 
 def test_the_package_holds_the_helpers_and_no_course_tooling(report):

@@ -14,10 +14,11 @@ import math
 
 import torch
 
-from helpers.bench.contenders import DTYPES
 from helpers.bench.flops import tflops_per_second
 from helpers.bench.timing import median_seconds
 from helpers.validation import require_positive_int
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def matmul_flops(size: int) -> float:
@@ -36,7 +37,7 @@ def measured_matmul_tflops(
     Timed (after one warm-up call) with :func:`helpers.bench.timing.median_seconds`, i.e.
     ``torch.utils.benchmark`` with the device synchronised, exactly as the benchmark times its
     rows (same timer, thread count and synchronisation), so a row's TFLOP/s divided by this
-    rate compares like with like. The rate is
+    rate compares like with like (notebook 07, section 8). The rate is
     ``2 * size**3 / median seconds / 1e12``. On a large GPU use ``size=8192`` and ``bfloat16``.
     """
     require_positive_int("size", size)
@@ -55,12 +56,3 @@ def measured_matmul_tflops(
     if not math.isfinite(rate) or rate <= 0:
         raise RuntimeError(f"matmul of size {size} gave a rate of {rate!r} TFLOP/s")
     return rate
-
-
-def ceiling_fraction(tflops: float, ceiling_tflops: float) -> float:
-    """``tflops / ceiling_tflops``: the share of the measured matmul rate a kernel reaches."""
-    if not (math.isfinite(ceiling_tflops) and ceiling_tflops > 0):
-        raise ValueError(f"ceiling_tflops must be a positive finite rate, got {ceiling_tflops!r}")
-    if not (math.isfinite(tflops) and tflops >= 0):
-        raise ValueError(f"tflops must be a non-negative finite rate, got {tflops!r}")
-    return tflops / ceiling_tflops

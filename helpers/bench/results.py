@@ -1,75 +1,62 @@
-"""Benchmark results on disk: one CSV of rows and one JSON of metadata per run.
+"""GPU runs committed to the course, read back for notebook 07 (section 9).
 
-A results folder (``benchmarks/results/<name>/``) holds ``<run>.csv`` and ``<run>.json`` for
-each run; :func:`load_results` reads all the CSVs of a folder as one table. The benchmark
-command writes them (``benchmarks/record.py``).
+The repository's benchmark command (``python -m benchmarks``, see ``benchmarks/README.md``)
+writes each run on a GPU into a folder ``benchmarks/results/<name>/``: ``<run>.csv`` with one
+row per measurement, and ``<run>.json`` saying what made it (the GPU's name, the driver, the
+torch and CUDA versions, the date and the command). Several runs in one folder add up to one
+table. The columns notebook 07 reads are those of :func:`helpers.bench.live.time_layers`
+(``contender``, ``seq_len``, ``time_ms``, ``peak_mem_mib``, ``tflops``) plus what the command
+varies: ``dtype``, ``mode`` (``forward`` or ``forward_backward``), ``causal``, ``d_k``,
+``backend`` (``default`` when PyTorch picks SDPA's kernel, ``-`` for a way without SDPA),
+``compiled`` and ``status`` (``ok``, or ``oom`` when the GPU ran out of memory at that T).
+A copy of the course without the folder (Colab installs only ``helpers``) has no runs.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-# The CSV columns, in order (documented in helpers.bench and benchmarks/README.md).
-COLUMNS = (
-    "device_name",
-    "device_type",
-    "contender",
-    "backend",
-    "compiled",
-    "dtype",
-    "causal",
-    "mode",
-    "batch",
-    "seq_len",
-    "d_model",
-    "heads",
-    "d_k",
-    "status",
-    "reason",
-    "time_ms",
-    "peak_mem_mib",
-    "attn_flops",
-    "total_flops",
-    "tflops",
-    "attn_tflops",
-    "peak_tflops",
-    "peak_fraction",
-)
+
+@dataclass(frozen=True)
+class GpuRun:
+    """One committed results folder: its name, the GPU, what ran it, and every measurement."""
+
+    folder: str
+    device: str  # as torch names it, e.g. "NVIDIA H200"
+    details: dict  # the run's JSON: driver, torch, cuda, date_utc, command, ...
+    table: pd.DataFrame  # one row per measurement, from every CSV of the folder
+
+    @property
+    def label(self) -> str:
+        """``NVIDIA H200 (driver ..., torch ..., CUDA ..., 2026-01-31)``."""
+        d = self.details
+        versions = f"driver {d.get('driver')}, torch {d.get('torch')}, CUDA {d.get('cuda')}"
+        return f"{self.device} ({versions}, {str(d.get('date_utc', 'date unknown'))[:10]})"
 
 
-def load_results(source) -> pd.DataFrame:
-    """The rows of one CSV file, of all CSVs in a folder, or of a DataFrame (copied)."""
-    if isinstance(source, pd.DataFrame):
-        return source.copy()
-    path = Path(source)
-    files = sorted(path.glob("*.csv")) if path.is_dir() else [path]
-    if not files:
-        raise ValueError(f"source has no CSV files: {path.name!r}")
-    frame = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-    for column in ("compiled", "causal"):
-        if column in frame:
-            frame[column] = frame[column].astype(str).str.lower() == "true"
-    return frame
+def load_gpu_runs(root: str | Path) -> list[GpuRun]:
+    """Every results folder under ``root`` that holds a CSV and a JSON, sorted by name.
 
-
-def load_metadata(folder) -> list[dict]:
-    """The JSON metadata of every run in a results folder."""
-    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
-
-
-def committed_results(root) -> list[Path]:
-    """Results folders under ``root`` holding at least one CSV and one JSON, sorted by name.
-
-    ``root/local`` (git-ignored: runs on a learner's own CPU or MPS) is not a committed result.
+    ``root`` is the ``benchmarks/results`` folder (``../benchmarks/results`` from a notebook);
+    a missing folder gives no runs. ``root/local`` holds runs on a learner's own machine, which
+    are not committed, and is skipped.
     """
     root = Path(root)
-    if not root.is_dir():
-        return []
-    return sorted(
-        d
-        for d in root.iterdir()
-        if d.is_dir() and d.name != "local" and any(d.glob("*.csv")) and any(d.glob("*.json"))
-    )
+    folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    runs = []
+    for folder in folders:
+        csvs, jsons = sorted(folder.glob("*.csv")), sorted(folder.glob("*.json"))
+        if folder.name == "local" or not csvs or not jsons:
+            continue
+        table = pd.concat([pd.read_csv(f) for f in csvs], ignore_index=True)
+        for column in ("compiled", "causal"):
+            if column in table:
+                table[column] = table[column].astype(str).str.lower() == "true"
+        details = json.loads(jsons[0].read_text())
+        device = str(details.get("device_name", "an unnamed device"))
+        runs.append(GpuRun(folder.name, device, details, table))
+    return runs

@@ -1,25 +1,19 @@
-"""Timing and peak memory of one callable on one device.
+"""Timing and working memory of one callable on one device (notebooks 06-08).
 
 Times come from ``torch.utils.benchmark.Timer.blocked_autorange``, which runs the callable in
-blocks until ``min_run_time`` seconds have passed and synchronises the accelerator (CUDA, and
-MPS on recent torch) around each block, so asynchronous kernel launches are fully counted. We
-report the median time of one call, run with as many threads as torch uses outside the timer
-(``torch.utils.benchmark`` defaults to one thread, which would time a CPU run single-threaded).
+blocks until ``min_run_time`` seconds have passed and synchronises the accelerator around each
+block, so asynchronous kernel launches are fully counted; we report the median time of one
+call, with as many threads as torch uses outside the timer (the timer's default is one).
 
-Peak memory is the *working memory* of one call: the most bytes it holds at once on top of
-what was allocated before it started (the inputs and weights are not counted; the output, the
-intermediates such as the ``(B, h, T, T)`` weights, and in a backward pass the gradients are).
-On CUDA it comes from ``torch.cuda.max_memory_allocated`` minus ``memory_allocated`` before the
-call. On the CPU it comes from the PyTorch profiler's memory events (``profile_memory=True``):
-each allocation and free of the CPU allocator, added up in time order. On Apple MPS the memory
-is ``None`` ("not measured"): recent torch declares a peak for MPS through
-``torch.accelerator.max_memory_allocated``, but the course has not tried it on a Mac, so it
-reports nothing rather than a number it has not checked.
+Working memory is the most bytes one call holds at once on top of what was allocated before it
+(the inputs and weights are not counted; the output, the intermediates such as the
+``(B, h, T, T)`` weights, and in a backward pass the gradients are). CUDA: the allocator's
+statistics. CPU: the PyTorch profiler's events, each allocation and free added up in time
+order. Apple MPS: ``None``, not measured (the course has not checked a Mac's figures).
 """
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Callable
 
@@ -95,25 +89,3 @@ def cpu_peak_memory_bytes(fn: Callable[[], object]) -> int | None:
         held += nbytes
         peak = max(peak, held)
     return peak
-
-
-OOM_MESSAGES = ("out of memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed")
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    """True for CUDA's ``OutOfMemoryError`` and for the allocation failures other libraries
-    report as plain errors (MPS's "out of memory", cuBLAS's and cuDNN's ``ALLOC_FAILED``)."""
-    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
-    if oom_type is not None and isinstance(error, oom_type):
-        return True
-    text = str(error).lower()
-    return isinstance(error, RuntimeError) and any(m in text for m in OOM_MESSAGES)
-
-
-def free_memory(device: torch.device) -> None:
-    """Give cached blocks back after a failed or finished measurement."""
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    elif device.type == "mps":
-        torch.mps.empty_cache()

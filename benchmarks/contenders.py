@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.attention_core import scaled_dot_product_attention
+from helpers.bench.ceiling import DTYPES
 from helpers.masks import causal_mask
 from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
 
@@ -63,7 +64,6 @@ PINNABLE = frozenset({"fused_sdpa", "sdpa_functional", "sdpa_direct"})  # take a
 NO_SDPA = frozenset({"naive", "fused_explicit", "triton_direct", "explicit_direct"})  # backend "-"
 FORWARD_ONLY = frozenset({"triton_direct"})  # the Triton kernel has no backward pass
 BACKENDS = ("default", "flash", "efficient", "cudnn", "math")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What ran the benchmark: device, driver, library versions and the date."""
+"""What ran the benchmark: device, driver, library versions and the date (each run's JSON)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,7 @@ import subprocess
 
 import torch
 
-
-def device_name(device: torch.device) -> str:
-    """``"NVIDIA H200"`` on CUDA, ``"Apple MPS"`` on MPS, the CPU's name on the CPU."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    if device.type == "mps":
-        return "Apple MPS"
-    return f"CPU ({platform.processor() or platform.machine()})"
+from helpers.bench.live import device_name
 
 
 def nvidia_driver() -> str | None:

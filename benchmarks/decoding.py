@@ -34,9 +34,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from helpers.bench.contenders import DTYPES
-from helpers.bench.report import device_name
-from helpers.bench.runner import device_problem, guarded, out_of_time
+from benchmarks.runner import device_problem, guarded, out_of_time
+from helpers.bench.ceiling import DTYPES
+from helpers.bench.live import device_name
 from helpers.bench.timing import median_seconds
 from helpers.inference import GroupedQueryAttention, kv_cache_bytes
 

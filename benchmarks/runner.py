@@ -14,6 +14,7 @@ clocks and temperature, which is what a 5 % comparison between them needs.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import time
 import warnings
@@ -23,16 +24,33 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from benchmarks.contenders import DIRECT, NO_SDPA, PINNABLE, Case, make_step
 from helpers.bench import flops as fl
-from helpers.bench.contenders import DIRECT, NO_SDPA, PINNABLE, Case, make_step
+from helpers.bench.live import device_name
 from helpers.bench.peaks import peak_tflops
-from helpers.bench.report import device_name
-from helpers.bench.timing import (
-    free_memory,
-    is_out_of_memory,
-    median_seconds,
-    peak_memory_bytes,
-)
+from helpers.bench.timing import median_seconds, peak_memory_bytes
+
+OOM_MESSAGES = ("out of memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for CUDA's ``OutOfMemoryError`` and for the allocation failures other libraries
+    report as plain errors (MPS's "out of memory", cuBLAS's and cuDNN's ``ALLOC_FAILED``)."""
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(error, oom_type):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and any(m in text for m in OOM_MESSAGES)
+
+
+def free_memory(device: torch.device) -> None:
+    """Give cached blocks back after a failed or finished measurement."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+
 
 REASON_CHARS = 300  # keep the CSV readable: the first line of the error, trimmed
 # What a measurement may raise and the sweep survives (CUDA's OutOfMemoryError, torch.compile's

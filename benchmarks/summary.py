@@ -1,16 +1,15 @@
-"""Headline figures from a results table: speed-up, memory saved, and fractions of a ceiling.
+"""Headline figures from a results table: speed-up, memory saved, fraction of the peak.
 
-Two ceilings: the device's datasheet dense peak (the ``peak_tflops`` column, for the GPUs in
-``helpers.bench.peaks``) and, on any device, the measured rate of a plain matmul
-(:func:`helpers.bench.ceiling.measured_matmul_tflops`), given to :func:`best_ceiling_fraction`.
+The peak is the device's datasheet dense peak (the ``peak_tflops`` column, for the GPUs in
+``helpers.bench.peaks``); :func:`kernel_table` compares the attention kernels size by size.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from helpers.bench.ceiling import ceiling_fraction
-from helpers.bench.contenders import DIRECT
+from benchmarks.contenders import DIRECT
+from benchmarks.results import load_results
 
 EXPLICIT = ("naive", "fused_explicit")  # the contenders that form the (B, h, T, T) weights
 
@@ -106,30 +105,6 @@ def best_peak_fraction(frame: pd.DataFrame, contender: str = "sdpa_direct", **wh
     return {**{k: best[k] for k in keys}, "peak_fraction": float(best["peak_fraction"])}
 
 
-def best_ceiling_fraction(
-    frame: pd.DataFrame, ceiling_tflops: float, contender: str = "sdpa_direct", **where
-) -> dict | None:
-    """The fastest row of ``contender`` as a share of a measured matmul rate, or None.
-
-    ``ceiling_tflops`` comes from :func:`helpers.bench.ceiling.measured_matmul_tflops` on the
-    same device and dtype. Returns ``{"seq_len", "backend", "tflops", "ceiling_tflops",
-    "fraction"}`` for the row with the highest TFLOP/s, or None when ``contender`` has no
-    measured row.
-    """
-    rows = _ok(frame, contender=contender, **where).dropna(subset=["tflops"])
-    if rows.empty:
-        return None
-    best = rows.loc[rows["tflops"].idxmax()]
-    tflops = float(best["tflops"])
-    return {
-        "seq_len": int(best["seq_len"]),
-        "backend": best["backend"],
-        "tflops": tflops,
-        "ceiling_tflops": float(ceiling_tflops),
-        "fraction": ceiling_fraction(tflops, ceiling_tflops),
-    }
-
-
 def _speed_line(frame: pd.DataFrame, where: dict) -> str:
     gain = speedup(frame, **where)
     if gain is None:
@@ -169,8 +144,7 @@ def headline(
 
     The speed-up of ``fused_sdpa`` over ``naive`` and the working memory of the explicit path
     against ``fused_sdpa``, each at the largest T both measured; then the best fraction of the
-    device's dense peak reached by ``sdpa_direct`` and by ``fused_sdpa`` (for a device without
-    a table peak, see :func:`best_ceiling_fraction`).
+    device's dense peak reached by ``sdpa_direct`` and by ``fused_sdpa``.
     """
     where = dict(dtype=dtype, mode=mode, causal=causal, compiled=False)
     ok = _ok(frame, **where)
@@ -194,8 +168,6 @@ def kernel_table(frame) -> pd.DataFrame:
     the Triton kernel is faster), and the Triton kernel's TFLOP/s and fraction of the device's
     dense peak (empty where the peak is unknown). A kernel that did not run at a size is empty.
     """
-    from helpers.bench.results import load_results
-
     rows = _ok(load_results(frame), mode="forward")
     rows = rows[rows["contender"].isin(DIRECT)]
     keys = ["dtype", "causal", "d_k", "seq_len"]

@@ -1,0 +1,210 @@
+"""What learners import and read stays clean: the ``helpers`` imports form no cycle and never
+reach the course's tooling, ``helpers.bench`` holds only what lessons measure with, and no
+project bookkeeping (issue numbers, "goals of issue ...") shows in the helpers, the notebooks or
+TEACHING.md."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+HELPERS = ROOT / "helpers"
+BENCH_MAX_LINES = 600
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """``helpers/bench/live.py`` -> ``helpers.bench.live``; a package's ``__init__`` is the package."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, known: set[str], root: Path = ROOT) -> set[str]:
+    """The ``helpers`` modules that running ``path`` imports, at its top or inside a function.
+
+    ``from helpers.a import b`` imports ``helpers.a.b`` when that is a module, else ``helpers.a``
+    itself; importing ``helpers.a.b`` also runs the packages above it, except the ones the
+    importing module already sits in (they are running when it does).
+    """
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from . import x, from .y import z
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            subs = {f"{base}.{alias.name}" for alias in node.names}
+            targets |= (subs & known) or {base}
+            if subs - known:  # a name defined in the module itself
+                targets.add(base)
+    found = set()
+    for target in targets:
+        parts = target.split(".")
+        for i in range(2, len(parts) + 1):
+            parent = ".".join(parts[:i])
+            if parent in known and (parent == target or not name.startswith(parent + ".")):
+                found.add(parent)
+    return found - {name}
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Each module of ``package`` -> the modules of the package it imports."""
+    files, root = sorted(package.rglob("*.py")), package.parent
+    known = {module_name(p, root) for p in files}
+    return {module_name(p, root): imported_modules(p, known, root) for p in files}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as ``[a, b, ..., a]``, or None (depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_the_helpers_import_no_cycle():
+    cycle = find_cycle(import_graph(HELPERS))
+    assert cycle is None, "helpers modules import each other: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_sees_a_cycle_through_an_import_inside_a_function(tmp_path):
+    package = tmp_path / "helpers"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from helpers.sub.d import h\n")
+    (package / "sub" / "d.py").write_text("from helpers.sub import e\n\ndef h():\n    return e\n")
+    (package / "sub" / "e.py").write_text("")
+    (package / "a.py").write_text("from helpers.b import g\n\ndef f():\n    return g()\n")
+    (package / "b.py").write_text("def g():\n    from helpers import a\n\n    return a\n")
+    (package / "c.py").write_text("from helpers import a, b\nfrom helpers.sub.d import h\n")
+    graph = import_graph(package)
+    assert graph["helpers.c"] == {"helpers.a", "helpers.b", "helpers.sub", "helpers.sub.d"}
+    assert graph["helpers.sub.d"] == {"helpers.sub.e"}  # its own package is already running
+    assert find_cycle(graph) == ["helpers.a", "helpers.b", "helpers.a"]
+    (package / "b.py").write_text("def g():\n    return 1\n")
+    assert find_cycle(import_graph(package)) is None
+
+
+def test_the_helpers_never_import_the_course_tooling():
+    for path in sorted(HELPERS.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            bad = [n for n in names if n.split(".")[0] in ("benchmarks", "tools", "tests")]
+            assert not bad, f"{path.relative_to(ROOT)} imports {bad}: not installed with helpers"
+
+
+def test_helpers_bench_is_small():
+    lines = sum(len(p.read_text().splitlines()) for p in (HELPERS / "bench").rglob("*.py"))
+    assert lines < BENCH_MAX_LINES, f"helpers/bench has {lines} lines; the benchmark command's "
+    "machinery belongs in benchmarks/"
+
+
+# --- project bookkeeping -----------------------------------------------------------------------
+
+TRACKER = re.compile(r"\b(issue|pr|pull request)s?\s*#?\s*\d+", re.I)
+# Another project's tracker cited as a source ("NVIDIA/nccl issue 1264") is not bookkeeping.
+CITED = re.compile(r"[\w.-]+/[\w.-]+\s+$")
+BOOKKEEPING = [
+    TRACKER,
+    re.compile(r"(?<![\w&#/\"'])#\d{1,4}\b"),  # "#5", "see #12"
+    re.compile(r"\bgoals?\s+of\s+(the\s+|this\s+)?issue", re.I),
+    re.compile(r"\b(gpu[\s-]+|course's\s+(two\s+)?|project's\s+)goals?\b", re.I),
+    re.compile(
+        r"\b(worktree|helper session|acceptance criteri\w*|done when|milestone|backlog)\b", re.I
+    ),
+]
+
+
+def texts_a_learner_reads() -> list[tuple[str, str]]:
+    """(where, text) for every helpers file, every notebook cell and its text outputs, and
+    TEACHING.md."""
+    found = [
+        (str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
+        for p in sorted(HELPERS.rglob("*"))
+        if p.is_file() and p.suffix in (".py", ".md", ".txt", ".json")
+    ]
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+            outputs = [
+                "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                for o in cell.get("outputs", [])
+            ]
+            found.append((f"{path.name} cell {i}", "".join(cell["source"]) + "\n".join(outputs)))
+    found.append(("TEACHING.md", (ROOT / "TEACHING.md").read_text(encoding="utf-8")))
+    return found
+
+
+def bookkeeping_in(text: str) -> list[str]:
+    """The phrases of ``text`` that are project bookkeeping, with a little context."""
+    hits = []
+    for pattern in BOOKKEEPING:
+        for match in pattern.finditer(text):
+            if pattern is TRACKER and CITED.search(
+                text[max(0, match.start() - 80) : match.start()]
+            ):
+                continue
+            hits.append(text[max(0, match.start() - 30) : match.end() + 10].replace("\n", " "))
+    return hits
+
+
+def test_no_project_bookkeeping_in_helpers_notebooks_or_teaching():
+    hits = [
+        f"{where}: ...{hit}..."
+        for where, text in texts_a_learner_reads()
+        for hit in bookkeeping_in(text)
+    ]
+    assert not hits, "project bookkeeping a learner would read:\n" + "\n".join(hits)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the GPU goals of issue #5, judged",
+        "before the redraw work of issue 13 the explorers took",
+        "as asked in #12, the cell",
+        "prints the verdicts on the course's two GPU goals",
+        "fixed by PR 44",
+    ],
+)
+def test_bookkeeping_is_found(text):
+    assert bookkeeping_in(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "**Learning goals**",
+        "H100 80GB HBM3 81559 MiB  NVIDIA/nccl issue 1264; modal-labs/modal-client PR 2797",
+        'color="#000000"',
+        "## 8. The benchmark, live and small",
+        "x = y  # 3 heads",
+    ],
+)
+def test_sources_goals_and_headings_are_not_bookkeeping(text):
+    assert not bookkeeping_in(text)
