@@ -6,8 +6,9 @@ keeps the running max ``m``, running sum ``l`` and running output ``acc`` in reg
 final ``(BLOCK_Q, d)`` output block is written back to memory.
 
 On a GPU the kernel is compiled. With ``TRITON_INTERPRET=1`` set before Triton is first
-imported, Triton's interpreter runs the same code on CPU tensors with NumPy: slow, but exact in
-float32. Triton must be installed (``pip install triton``, Linux); import this module only then.
+imported, Triton's interpreter runs the same code on CPU tensors with NumPy: slow, but faithful
+in float32 and float16 (not in bfloat16, which NumPy lacks). Triton must be installed
+(``pip install triton``, Linux); import this module only then.
 """
 
 from __future__ import annotations

@@ -114,6 +114,22 @@ def test_the_triton_kernel_under_the_interpreter_equals_sdpa(d, T_q, T_k, is_cau
     torch.testing.assert_close(out, expected, rtol=0, atol=2e-6)
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason="Triton is published for Linux only")
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_the_interpreter_is_faithful_in_float16_by_flash_attentions_rule(is_causal):
+    # FlashAttention's tests: the kernel's error against a float32 reference is at most twice
+    # that of a plain implementation in the same dtype (here SDPA in float16).
+    gen = torch.Generator().manual_seed(16)
+    q, k, v = (torch.randn(1, 2, 64, 32, generator=gen) for _ in "qkv")
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    half = [t.half() for t in (q, k, v)]
+    out = flash.flash_attention_triton(*half, is_causal=is_causal)
+    plain = F.scaled_dot_product_attention(*half, is_causal=is_causal)
+    assert out.dtype == torch.float16
+    err, err_plain = ((x.float() - reference).abs().max().item() for x in (out, plain))
+    assert 0 < err <= 2 * err_plain < 1e-2
+
+
 BAD = {
     "a_block_of_zero": (
         lambda: flash.flash_attention_numpy(*problem(4, 4), block_q=0),
@@ -133,7 +149,8 @@ BAD = {
     "bfloat16_under_the_interpreter": (
         lambda: flash.flash_attention_triton(*(torch.ones(1, 1, 4, 16, dtype=torch.bfloat16),) * 3),
         TypeError,
-        r"float32 only, got torch.bfloat16, q shape \(1, 1, 4, 16\)",
+        r"float32 and float16 only \(it computes bfloat16 wrongly\), got torch.bfloat16, q shape "
+        r"\(1, 1, 4, 16\)",
     ),
     "three_dimensional_inputs_to_the_kernel": (
         lambda: flash.flash_attention_triton(*(torch.ones(1, 4, 16),) * 3),
