@@ -4,6 +4,7 @@ to feel live (how fast: ``python -m benchmarks.redraw``)."""
 
 from __future__ import annotations
 
+import base64
 import gc
 import io
 import weakref
@@ -50,6 +51,32 @@ def test_explorer_shows_a_render_error_in_its_caption():
     assert box.image.layout.display == "none", "no broken-image icon"
     slider.value = 4
     assert box.image.value[:4] == b"\x89PNG" and box.image.layout.display is None
+
+
+@pytest.mark.skipif(widgets.__version__.startswith("7."), reason="ipywidgets 8 display path")
+def test_explorer_output_carries_its_first_picture_for_pages_without_widgets():
+    slider = widgets.IntSlider(value=2, min=1, max=10)
+    box = explore(_render, n=slider)
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle  # Jupyter shows the live widget
+    assert base64.b64decode(bundle["image/png"]) == box.image.value  # a static page, the PNG
+    slider.value = 9  # an error: no picture, so no stale PNG either
+    assert "image/png" not in box._repr_mimebundle_()
+
+
+def test_every_explorer_output_in_08_to_11_holds_its_first_picture():
+    for path in notebook_paths()[8:12]:
+        nb = nbformat.read(path, as_version=4)
+        explorers = [
+            output
+            for cell in nb.cells
+            for output in cell.get("outputs", [])
+            if output.get("data", {}).get("text/plain", "").startswith("Explorer(")
+        ]
+        assert explorers, f"{path.name} has no explorer output"
+        for output in explorers:
+            png = base64.b64decode(output["data"].get("image/png", ""))
+            assert png[:4] == b"\x89PNG", f"{path.name}: an explorer was saved without its picture"
 
 
 def _png(data: bytes) -> np.ndarray:

@@ -8,6 +8,7 @@ image lives in the widget state, so an explorer also shows in a static HTML expo
 
 from __future__ import annotations
 
+import base64
 import gc
 import html
 import io
@@ -165,6 +166,18 @@ class Explorer(widgets.VBox):
 
     def _on_change(self, change: dict) -> None:
         self.update()
+
+    def _repr_mimebundle_(self, **kwargs) -> dict | None:
+        """The widget, and beside it its picture as a plain PNG (ipywidgets 8).
+
+        A page that cannot run widgets (GitHub, an editor without a kernel) shows the PNG: the
+        picture the explorer drew first, so a reader sees it before running anything. Jupyter
+        shows the live widget instead.
+        """
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None and self.image.value:
+            bundle["image/png"] = base64.b64encode(self.image.value).decode("ascii")
+        return bundle
 
 
 def explore(render: Callable[..., RenderResult], **controls: widgets.ValueWidget) -> Explorer:
