@@ -125,7 +125,7 @@ def flash_backward_numpy(
     block: int = 64,
     is_causal: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients ``(dq, dk, dv)`` by recomputing each tile's weights from ``lse`` (nb 09, §5).
+    """Gradients ``(dq, dk, dv)`` by recomputing each tile's weights from ``lse`` (nb 09, Going further B).
 
     Only the output and one number per row were kept from the forward pass; each
     ``(block, block)`` tile of weights is rebuilt, used and dropped. q, k, v ``(T, d)``-style
@@ -169,7 +169,7 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
     runs under Triton's interpreter, slowly, with NumPy. The interpreter is faithful in float32
     (a few float32 epsilons from SDPA) and in float16 (the same error as SDPA's float16 against
     float64); it computes bfloat16 wrongly, since NumPy has no bfloat16, so bfloat16 needs a GPU.
-    Notebook 09, section 7; the kernel is in :mod:`helpers.flash_triton`.
+    Notebook 09, section 4; the kernel is in :mod:`helpers.flash_triton`.
     """
     import torch
 

@@ -1,4 +1,4 @@
-"""FlashAttention's forward pass as a Triton kernel (notebook 09, section 7).
+"""FlashAttention's forward pass as a Triton kernel (notebook 09, section 4).
 
 The kernel is :func:`helpers.flash.flash_forward` line for line: one program handles one block
 of ``BLOCK_Q`` queries of one (batch, head), walks over the keys ``BLOCK_K`` at a time, and

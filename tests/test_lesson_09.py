@@ -222,7 +222,31 @@ def test_tile_step_rejects_an_output_that_is_never_rescaled(capsys):
         return m_new, total * rescale + p.sum(axis=-1), acc + p @ v_tile
 
     result, out = _results("tile_step", forgets_acc, capsys)
-    assert result == "failed" and "check 2 of 3 failed" in out and "is acc rescaled" in out
+    assert result == "failed" and "check 2 of 4 failed" in out
+    assert "m and total are right, acc is off" in out
+
+
+def test_tile_step_names_a_total_summed_against_the_old_max(capsys):
+    def old_max(m, total, acc, s, v_tile):  # p against the old max once there is one
+        m_new = np.maximum(m, s.max(axis=-1))
+        rescale = np.exp(m - m_new)
+        p = np.exp(s - np.where(np.isfinite(m), m, m_new)[:, None])
+        return m_new, total * rescale + p.sum(axis=-1), acc * rescale[:, None] + p @ v_tile
+
+    result, out = _results("tile_step", old_max, capsys)
+    assert result == "failed" and "check 2 of 4 failed" in out
+    assert "m is right, total is off" in out and "against the new max" in out
+
+
+def test_tile_step_names_an_output_divided_at_every_tile(capsys):
+    def divides_early(m, total, acc, s, v_tile):
+        m_new = np.maximum(m, s.max(axis=-1))
+        rescale, p = np.exp(m - m_new), np.exp(s - m_new[:, None])
+        total = total * rescale + p.sum(axis=-1)
+        return m_new, total, (acc * rescale[:, None] + p @ v_tile) / total[:, None]
+
+    result, out = _results("tile_step", divides_early, capsys)
+    assert result == "failed" and "acc is off" in out and "nothing is divided" in out
 
 
 def test_tile_step_asks_for_the_tuple_in_its_first_check(capsys):
@@ -232,7 +256,7 @@ def test_tile_step_asks_for_the_tuple_in_its_first_check(capsys):
         return [m_new, total * rescale + p.sum(axis=-1), acc * rescale[:, None] + p @ v_tile]
 
     result, out = _results("tile_step", returns_a_list, capsys)
-    assert result == "failed" and "check 1 of 3 failed" in out and "return the tuple" in out
+    assert result == "failed" and "check 1 of 4 failed" in out and "return the tuple" in out
 
 
 def test_tile_step_rejects_a_version_that_turns_masked_scores_into_nan(capsys):
@@ -244,7 +268,7 @@ def test_tile_step_rejects_a_version_that_turns_masked_scores_into_nan(capsys):
 
     with np.errstate(invalid="ignore"):
         result, out = _results("tile_step", subtracts_the_tile_max, capsys)
-    assert result == "failed" and "check 3 of 3 failed" in out and "not NaN" in out
+    assert result == "failed" and "check 4 of 4 failed" in out and "not NaN" in out
 
 
 def test_tile_kind_rejects_an_off_by_one_skip_and_a_forgotten_offset(capsys):
