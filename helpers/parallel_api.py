@@ -1,4 +1,4 @@
-"""The tensor-parallel layer of notebook 11 with PyTorch's own API (notebook 11, section 3).
+"""Notebook 11's tensor-parallel layer with PyTorch's own API (notebook 11, section 2).
 
 ``torch.distributed.tensor.parallel`` describes a split as a *plan*: which submodule is cut how.
 ``ColwiseParallel`` cuts an ``nn.Linear``'s weight into n equal blocks of consecutive rows
