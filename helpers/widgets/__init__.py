@@ -174,7 +174,8 @@ class Explorer(widgets.VBox):
         picture the explorer drew first, so a reader sees it before running anything. Jupyter
         shows the live widget instead.
         """
-        bundle = super()._repr_mimebundle_(**kwargs)
+        base = getattr(super(), "_repr_mimebundle_", None)  # ipywidgets 7 displays otherwise
+        bundle = base(**kwargs) if base is not None else None
         if bundle is not None and self.image.value:
             bundle["image/png"] = base64.b64encode(self.image.value).decode("ascii")
         return bundle
