@@ -125,7 +125,7 @@ def flash_backward_numpy(
     block: int = 64,
     is_causal: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients ``(dq, dk, dv)`` by recomputing each tile's weights from ``lse`` (nb 09, §5).
+    """Gradients ``(dq, dk, dv)`` by recomputing each tile's weights from ``lse`` (nb 09, Going further B).
 
     Only the output and one number per row were kept from the forward pass; each
     ``(block, block)`` tile of weights is rebuilt, used and dropped. q, k, v ``(T, d)``-style
@@ -166,9 +166,10 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
     """The tiled forward pass as a Triton kernel: q, k, v torch tensors ``(B, h, T, d)``.
 
     Compiled on a CUDA GPU (float32 there goes through TF32 tensor cores); on a CPU tensor it
-    runs under Triton's interpreter, exact but slow, in float32 only (the interpreter's
-    low-precision ``tl.dot`` is not faithful). Notebook 09, section 7; the kernel is in
-    :mod:`helpers.flash_triton`.
+    runs under Triton's interpreter, slowly, with NumPy. The interpreter is faithful in float32
+    (a few float32 epsilons from SDPA) and in float16 (the same error as SDPA's float16 against
+    float64); it computes bfloat16 wrongly, since NumPy has no bfloat16, so bfloat16 needs a GPU.
+    Notebook 09, section 4; the kernel is in :mod:`helpers.flash_triton`.
     """
     import torch
 
@@ -179,10 +180,11 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
             "q, k, v must be (B, h, T, d) with the same B, h and d (and k, v the same T): "
             f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
-    if not (q.is_cuda or q.dtype == torch.float32):
+    if not (q.is_cuda or q.dtype in (torch.float32, torch.float16)):
         raise TypeError(
-            f"on a CPU Triton's interpreter is faithful in float32 only, got {q.dtype}, q shape "
-            f"{tuple(q.shape)}; use .float() here, or a GPU for bfloat16/float16"
+            f"on a CPU Triton's interpreter is faithful in float32 and float16 only (it computes "
+            f"bfloat16 wrongly), got {q.dtype}, q shape {tuple(q.shape)}; use .float() or "
+            ".half() here, or a GPU for bfloat16"
         )
     if q.shape[-1] > 256:
         raise ValueError(

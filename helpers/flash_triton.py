@@ -1,4 +1,4 @@
-"""FlashAttention's forward pass as a Triton kernel (notebook 09, section 7).
+"""FlashAttention's forward pass as a Triton kernel (notebook 09, section 4).
 
 The kernel is :func:`helpers.flash.flash_forward` line for line: one program handles one block
 of ``BLOCK_Q`` queries of one (batch, head), walks over the keys ``BLOCK_K`` at a time, and
@@ -6,8 +6,9 @@ keeps the running max ``m``, running sum ``l`` and running output ``acc`` in reg
 final ``(BLOCK_Q, d)`` output block is written back to memory.
 
 On a GPU the kernel is compiled. With ``TRITON_INTERPRET=1`` set before Triton is first
-imported, Triton's interpreter runs the same code on CPU tensors with NumPy: slow, but exact in
-float32. Triton must be installed (``pip install triton``, Linux); import this module only then.
+imported, Triton's interpreter runs the same code on CPU tensors with NumPy: slow, but faithful
+in float32 and float16 (not in bfloat16, which NumPy lacks). Triton must be installed
+(``pip install triton``, Linux); import this module only then.
 """
 
 from __future__ import annotations

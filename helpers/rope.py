@@ -7,8 +7,15 @@ vector's length, and since q at position m and k at position n are turned by ``m
 
 Two layouts pair the features differently and are not interchangeable:
 
-* half-split (GPT-NeoX, Llama; the default): feature ``i`` pairs with ``i + d/2``;
-* interleaved (the RoFormer paper, GPT-J): feature ``2i`` pairs with ``2i + 1``.
+* half-split (GPT-NeoX, and Llama as ported to Hugging Face ``transformers``; the default):
+  feature ``i`` pairs with ``i + d/2``;
+* interleaved (the RoFormer paper, GPT-J, and Meta's own reference Llama code, which reads each
+  pair as one complex number with ``torch.view_as_complex``): feature ``2i`` pairs with ``2i + 1``.
+
+The same Llama weights run in both: the Hugging Face conversion script permutes the rows of
+W_q and W_k in every head (its ``permute``) so that half-split code computes what the
+interleaved reference computed. Notebook 08, section 5 (Two layouts, not interchangeable)
+builds that permutation and shows what goes wrong without it.
 """
 
 from __future__ import annotations

@@ -114,6 +114,22 @@ def test_the_triton_kernel_under_the_interpreter_equals_sdpa(d, T_q, T_k, is_cau
     torch.testing.assert_close(out, expected, rtol=0, atol=2e-6)
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason="Triton is published for Linux only")
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_the_interpreter_is_faithful_in_float16_by_flash_attentions_rule(is_causal):
+    # FlashAttention's tests: the kernel's error against a float32 reference is at most twice
+    # that of a plain implementation in the same dtype (here SDPA in float16).
+    gen = torch.Generator().manual_seed(16)
+    q, k, v = (torch.randn(1, 2, 64, 32, generator=gen) for _ in "qkv")
+    reference = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    half = [t.half() for t in (q, k, v)]
+    out = flash.flash_attention_triton(*half, is_causal=is_causal)
+    plain = F.scaled_dot_product_attention(*half, is_causal=is_causal)
+    assert out.dtype == torch.float16
+    err, err_plain = ((x.float() - reference).abs().max().item() for x in (out, plain))
+    assert 0 < err <= 2 * err_plain < 1e-2
+
+
 BAD = {
     "a_block_of_zero": (
         lambda: flash.flash_attention_numpy(*problem(4, 4), block_q=0),
@@ -133,7 +149,8 @@ BAD = {
     "bfloat16_under_the_interpreter": (
         lambda: flash.flash_attention_triton(*(torch.ones(1, 1, 4, 16, dtype=torch.bfloat16),) * 3),
         TypeError,
-        r"float32 only, got torch.bfloat16, q shape \(1, 1, 4, 16\)",
+        r"float32 and float16 only \(it computes bfloat16 wrongly\), got torch.bfloat16, q shape "
+        r"\(1, 1, 4, 16\)",
     ),
     "three_dimensional_inputs_to_the_kernel": (
         lambda: flash.flash_attention_triton(*(torch.ones(1, 4, 16),) * 3),
@@ -205,7 +222,31 @@ def test_tile_step_rejects_an_output_that_is_never_rescaled(capsys):
         return m_new, total * rescale + p.sum(axis=-1), acc + p @ v_tile
 
     result, out = _results("tile_step", forgets_acc, capsys)
-    assert result == "failed" and "check 2 of 3 failed" in out and "is acc rescaled" in out
+    assert result == "failed" and "check 2 of 4 failed" in out
+    assert "m and total are right, acc is off" in out
+
+
+def test_tile_step_names_a_total_summed_against_the_old_max(capsys):
+    def old_max(m, total, acc, s, v_tile):  # p against the old max once there is one
+        m_new = np.maximum(m, s.max(axis=-1))
+        rescale = np.exp(m - m_new)
+        p = np.exp(s - np.where(np.isfinite(m), m, m_new)[:, None])
+        return m_new, total * rescale + p.sum(axis=-1), acc * rescale[:, None] + p @ v_tile
+
+    result, out = _results("tile_step", old_max, capsys)
+    assert result == "failed" and "check 2 of 4 failed" in out
+    assert "m is right, total is off" in out and "against the new max" in out
+
+
+def test_tile_step_names_an_output_divided_at_every_tile(capsys):
+    def divides_early(m, total, acc, s, v_tile):
+        m_new = np.maximum(m, s.max(axis=-1))
+        rescale, p = np.exp(m - m_new), np.exp(s - m_new[:, None])
+        total = total * rescale + p.sum(axis=-1)
+        return m_new, total, (acc * rescale[:, None] + p @ v_tile) / total[:, None]
+
+    result, out = _results("tile_step", divides_early, capsys)
+    assert result == "failed" and "acc is off" in out and "nothing is divided" in out
 
 
 def test_tile_step_asks_for_the_tuple_in_its_first_check(capsys):
@@ -215,7 +256,7 @@ def test_tile_step_asks_for_the_tuple_in_its_first_check(capsys):
         return [m_new, total * rescale + p.sum(axis=-1), acc * rescale[:, None] + p @ v_tile]
 
     result, out = _results("tile_step", returns_a_list, capsys)
-    assert result == "failed" and "check 1 of 3 failed" in out and "return the tuple" in out
+    assert result == "failed" and "check 1 of 4 failed" in out and "return the tuple" in out
 
 
 def test_tile_step_rejects_a_version_that_turns_masked_scores_into_nan(capsys):
@@ -227,7 +268,7 @@ def test_tile_step_rejects_a_version_that_turns_masked_scores_into_nan(capsys):
 
     with np.errstate(invalid="ignore"):
         result, out = _results("tile_step", subtracts_the_tile_max, capsys)
-    assert result == "failed" and "check 3 of 3 failed" in out and "not NaN" in out
+    assert result == "failed" and "check 4 of 4 failed" in out and "not NaN" in out
 
 
 def test_tile_kind_rejects_an_off_by_one_skip_and_a_forgotten_offset(capsys):

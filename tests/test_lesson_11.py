@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from notebook_tools import verdict
 
-from helpers import exercises, masks, parallel, parallel_demo
+from helpers import exercises, masks, parallel, parallel_api, parallel_demo
 from helpers import torch_attention as ta
 from helpers.widgets import explore, parallel_layout
 
@@ -96,6 +96,30 @@ def test_the_shards_hold_each_ranks_heads_and_add_up_to_the_whole_layer():
         assert shard["out_weight"].shape == (16, 8)
     rebuilt = torch.cat([s["out_weight"] for s in shards], dim=1)
     torch.testing.assert_close(rebuilt, module.out_proj.weight.detach())
+
+
+def test_pytorchs_tensor_parallel_plan_equals_one_process_and_the_split_by_hand():
+    module, x = module_and_input(torch.float64)
+    mask = torch.from_numpy(masks.key_mask(masks.padding_mask([7, 4], 7)))
+    with torch.no_grad():
+        expected, _ = module(x, mask=mask, is_causal=True)
+    out = parallel_api.torch_tensor_parallel_forward(module, x, 2, is_causal=True, mask=mask)
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_rank_ordered_rows_put_each_ranks_shard_in_its_colwise_block(bias):
+    module, x = module_and_input(torch.float64, bias=bias)
+    ordered = parallel_api.rank_ordered_copy(module, 4)
+    blocks = ordered.qkv_proj.weight.detach().chunk(4)  # what ColwiseParallel hands out
+    for shard, block in zip(parallel.tensor_parallel_shards(module, 4), blocks, strict=True):
+        torch.testing.assert_close(block, shard["qkv_weight"], rtol=0, atol=0)
+    if bias:
+        for shard, b in zip(parallel.tensor_parallel_shards(module, 4),
+                            ordered.qkv_proj.bias.detach().chunk(4), strict=True):  # fmt: skip
+            torch.testing.assert_close(b, shard["qkv_bias"], rtol=0, atol=0)
+    torch.testing.assert_close(ordered.out_proj.weight, module.out_proj.weight, rtol=0, atol=0)
+    assert module.qkv_proj.weight.data_ptr() != ordered.qkv_proj.weight.data_ptr()  # a copy
 
 
 def causal_pairs(blocks):

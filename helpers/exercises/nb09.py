@@ -25,7 +25,7 @@ def _fold(step, scores: np.ndarray, block: int) -> tuple[float, float]:
     "multiply it by exp(m - m_new), then add exp(block - m_new).sum(). Return (m_new, total_new).",
 )
 def _online_step():
-    """Notebook 09, section 8 (Exercises), exercise 1."""
+    """Notebook 09, section 5 (Exercises), exercise 1."""
 
     row = np.array([2.0, 1.0, 4.0, 3.0, 1.0, 0.0, 5.0, 2.0])
     long_row = np.random.default_rng(90).standard_normal(37) * 6
@@ -74,12 +74,13 @@ def _online_step():
 @exercise(
     "tile_step",
     notebook="09",
-    hint="Per row: m_new = maximum(m, s.max(axis=-1)); rescale = exp(m - m_new); "
-    "p = exp(s - m_new[:, None]); total = total * rescale + p.sum(-1); "
-    "acc = acc * rescale[:, None] + p @ v_tile. Both the total and acc need the rescale.",
+    hint="The message above names the first of m, total and acc that is off. Per row: "
+    "m_new = maximum(m, s.max(axis=-1)); rescale = exp(m - m_new); p = exp(s - m_new[:, None]) "
+    "(against the new max, not the old); total = total * rescale + p.sum(-1); "
+    "acc = acc * rescale[:, None] + p @ v_tile; divide by total only at the very end.",
 )
 def _tile_step():
-    """Notebook 09, section 8 (Exercises), exercise 2."""
+    """Notebook 09, section 5 (Exercises), exercise 2."""
 
     rng = np.random.default_rng(91)
     T, d, block = 12, 4, 5  # 12 keys: tiles of 5, 5 and 2
@@ -104,6 +105,31 @@ def _tile_step():
         assert_shape(total, (T,), "(b_q,)", name="total")
         assert_shape(acc, (T, d), "(b_q, d_v)", name="acc")
 
+    def folds_one_tile_into_a_kept_state(fn):
+        # a state as if one tile of 4 keys had been folded in, then a tile with a larger max
+        m0 = np.full(T, 0.5)
+        total0 = np.full(T, 2.0)
+        acc0 = np.tile(np.arange(1.0, d + 1), (T, 1))
+        s = scores[:, :5] + 2.0  # every row's max now lies above 0.5
+        m_new = np.maximum(m0, s.max(axis=-1))
+        rescale = np.exp(m0 - m_new)
+        p = np.exp(s - m_new[:, None])
+        want = (m_new, total0 * rescale + p.sum(-1), acc0 * rescale[:, None] + p @ v[:5])
+        out = fn(m0.copy(), total0.copy(), acc0.copy(), s, v[:5])
+        assert isinstance(out, tuple) and len(out) == 3, "return the tuple (m, total, acc)"
+        got = [np.asarray(x, dtype=float) for x in out]
+        assert got[0].shape == want[0].shape and np.allclose(got[0], want[0]), (
+            "m is off: the new m is the larger of the old m and the tile's own max, per row"
+        )
+        assert got[1].shape == want[1].shape and np.allclose(got[1], want[1]), (
+            "m is right, total is off: the old total times exp(m_old - m_new), plus the sum of "
+            "exp(s - m_new) over the tile (p against the new max)"
+        )
+        assert got[2].shape == want[2].shape and np.allclose(got[2], want[2]), (
+            "m and total are right, acc is off: acc is rescaled by the same exp(m_old - m_new) "
+            "as the total, then p @ v_tile is added, and nothing is divided by the total yet"
+        )
+
     def equals_attention_over_all_tiles(fn):
         m, total, acc = run(fn)
         expected, _ = scaled_dot_product_attention(q, k, v)
@@ -127,6 +153,7 @@ def _tile_step():
 
     return [
         ("m and total are (b_q,), acc is (b_q, d_v)", returns_the_right_shapes),
+        ("one tile folds into a kept state: m, total, acc", folds_one_tile_into_a_kept_state),
         ("three tiles give exact attention", equals_attention_over_all_tiles),
         ("-inf scores (a causal mask) are handled", handles_a_causal_mask),
     ]
@@ -150,7 +177,7 @@ def _kind_from_mask(q_start, q_stop, k_start, k_stop, offset):
     "fewest: if it sees k_stop - 1, every query sees every key ('full'). Otherwise 'masked'.",
 )
 def _tile_kind():
-    """Notebook 09, section 8 (Exercises), exercise 3."""
+    """Notebook 09, section 5 (Exercises), exercise 3."""
 
     def returns_one_of_three_words(fn):
         got = fn(0, 4, 0, 4, 0)

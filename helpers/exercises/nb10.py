@@ -40,7 +40,7 @@ def _one_hot_map(tokens: torch.Tensor, target) -> torch.Tensor:
     "average over the queries: the result is (..., h).",
 )
 def _previous_token_score():
-    """Notebook 10, section 10 (Exercises), exercise 1."""
+    """Notebook 10, section 9 (Exercises), exercise 1."""
 
     tokens, _ = data.repeated_sequences(3, HALF, VOCAB, seed=10)
     perfect = _one_hot_map(tokens, lambda b, t: max(t - 1, 0))
@@ -83,7 +83,7 @@ def _previous_token_score():
     "position half, already the repeat), and average the rest per sequence and head.",
 )
 def _induction_score():
-    """Notebook 10, section 10 (Exercises), exercise 2."""
+    """Notebook 10, section 9 (Exercises), exercise 2."""
 
     tokens, _ = data.repeated_sequences(4, HALF, VOCAB, seed=12)
 
@@ -146,7 +146,7 @@ def _trained_and_tokens() -> tuple:
     "Leave out_proj.bias alone: it belongs to no head, and the model's ablation keeps it.",
 )
 def _ablate_head():
-    """Notebook 10, section 10 (Exercises), exercise 3."""
+    """Notebook 10, section 9 (Exercises), exercise 3."""
 
     def logits(model, tokens, ablate=frozenset()):
         with torch.no_grad():

@@ -19,7 +19,7 @@ from helpers.torch_attention import FusedMultiHeadAttention
     "are rows r·D/n to (r+1)·D/n of each block; torch.cat the three slices, Q first.",
 )
 def _shard_qkv_weight():
-    """Notebook 11, section 8 (Exercises), exercise 1."""
+    """Notebook 11, section 7 (Exercises), exercise 1."""
 
     with torch.random.fork_rng(devices=[]):  # seeded here, without touching the notebook's seed
         torch.manual_seed(11)
@@ -73,7 +73,7 @@ def _partial(q, k, v):
     "(..., T_q, d): index them [..., None] to scale each row.",
 )
 def _merge_partials():
-    """Notebook 11, section 8 (Exercises), exercise 2."""
+    """Notebook 11, section 7 (Exercises), exercise 2."""
 
     gen = torch.Generator().manual_seed(111)
     q = torch.randn(2, 5, 4, generator=gen, dtype=torch.float64)  # (batch of heads, T_q, d)
@@ -132,7 +132,7 @@ def _merge_partials():
     "than the earliest query; anything else needs the mask.",
 )
 def _causal_block_pair():
-    """Notebook 11, section 8 (Exercises), exercise 3."""
+    """Notebook 11, section 7 (Exercises), exercise 3."""
 
     def truth(queries, keys):
         allowed = keys[None, :] <= queries[:, None]

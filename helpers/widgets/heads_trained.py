@@ -30,7 +30,7 @@ def ablation_choices(layers: int, heads: int) -> dict[str, frozenset[tuple[int, 
     """What the explorer can switch off, by label: nothing, any one head, or a whole layer.
 
     Values are the ``ablate`` sets :meth:`AttentionOnlyTransformer.forward` takes, of
-    ``(layer, head)`` pairs. Notebook 10, section 9 (Explore).
+    ``(layer, head)`` pairs. Notebook 10, section 8 (Explore).
     """
     layers = validation.require_positive_int("layers", layers)
     heads = validation.require_positive_int("heads", heads)
@@ -81,7 +81,7 @@ def render_trained_heads(
 
     ``tokens (B, 2 L)`` and ``shifts (B,)`` come from ``repeated_sequences``. The caption gives
     the head's previous-token and induction scores on this sequence and the mean loss on the
-    repeat over all B sequences. A new figure each call; the explorer of notebook 10, section 9
+    repeat over all B sequences. A new figure each call; the explorer of notebook 10, section 8
     (Explore) keeps one :class:`TrainedHeadsFigure` and redraws it in place.
     """
     return TrainedHeadsFigure(model, tokens, shifts)(layer, head, example, ablate)
@@ -94,7 +94,7 @@ class TrainedHeadsFigure:
     :func:`render_trained_heads` returns, but every call returns the *same* figure, redrawn:
     a new heatmap would build 64 tick labels again, half of a redraw's time. The loss of each
     ablation over all B sequences is computed once and kept, so the picture is of the model as
-    it was then: after changing its weights, build a new one. Notebook 10, section 9 (Explore).
+    it was then: after changing its weights, build a new one. Notebook 10, section 8 (Explore).
     """
 
     def __init__(self, model: AttentionOnlyTransformer, tokens: Tensor, shifts: Tensor):
