@@ -433,7 +433,7 @@ def test_int8_tensor_holds_what_it_was_given():
 
 # --- notebook 13's exercises ---------------------------------------------------------------
 
-EXERCISES = ("latent_cache_bytes", "absorbed_query", "shared_rope_key")
+EXERCISES = ("latent_cache_size", "absorbed_query", "shared_rope_key")
 
 
 def test_notebook_13_registers_its_three_exercises():
@@ -473,14 +473,14 @@ def _absorb_heads_last(q, w, n):  # viewing the rows as (nope + v, h): head-mino
 
 
 RIGHT = {
-    "latent_cache_bytes": [lambda L, T, c, r, b: L * T * (c + r) * b,
+    "latent_cache_size": [lambda L, T, c, r, b: L * T * (c + r) * b,
                            lambda L, T, c, r, b: latent_cache_bytes(L, 1, T, c, r, b)],
     "absorbed_query": [_absorb, _absorb_by_einsum],
     "shared_rope_key": [lambda kv, c, p: apply_rope(kv[..., c:], p),
                         lambda kv, c, p: turn(kv.split([c, kv.shape[-1] - c], -1)[1], p)],
 }  # fmt: skip
 WRONG = {
-    "latent_cache_bytes": {
+    "latent_cache_size": {
         "keys_and_values_twice": lambda L, T, c, r, b: 2 * L * T * (c + r) * b,
         "forgets_the_rope_key": lambda L, T, c, r, b: L * T * c * b,
         "forgets_the_layers": lambda L, T, c, r, b: T * (c + r) * b,
@@ -514,8 +514,8 @@ def test_notebook_13_exercises_reject_plausible_wrong_answers(name, mistake):
 
 
 CAUGHT_BY = [
-    ("latent_cache_bytes", "keys_and_values_twice", 1, 3, "expected 40, got 80"),
-    ("latent_cache_bytes", "forgets_the_layers", 2, 3, "the tensors hold"),
+    ("latent_cache_size", "keys_and_values_twice", 1, 3, "expected 40, got 80"),
+    ("latent_cache_size", "forgets_the_layers", 2, 3, "the tensors hold"),
     ("absorbed_query", "keeps_q_nope", 1, 2, "expected (B, h, T, kv_latent_dim) = (2, 3, 4, 7)"),
     ("absorbed_query", "all_keys_first", 2, 2, "keys rebuilt head by head"),
     ("shared_rope_key", "takes_the_first_features", 2, 3, "the last rope_dim features"),
@@ -542,7 +542,10 @@ def test_frontier_picture_shows_each_variants_cache_and_point():
     bars, frontier = fig.axes
     widths = [p.get_width() for p in bars.patches]
     assert widths == pytest.approx([b * 60 * lc.CONTEXT / 2**30 for b in (65536, 4096, 512, 1152)])
-    assert len(frontier.collections) == 1 + 5  # the balance band and five variants
+    band, dots = frontier.collections  # the GPUs' balance band, a point per variant
+    assert [tuple(xy) for xy in dots.get_offsets()] == [
+        (65536, 65536), (4096, 65536), (512, 65536), (1152, 278528), (1152, 33636352)
+    ]  # fmt: skip
     assert "1,152 bytes (56.9x less)" in text and "h_kv = 2.25" in text
     assert "241.8 FLOPs per byte read" in text and "121x the absorbed form's 278,528" in text
     plt.close("all")

@@ -16,13 +16,13 @@ def _randn(*shape: int, seed: int) -> torch.Tensor:
 
 
 @exercise(
-    "latent_cache_bytes",
+    "latent_cache_size",
     notebook="13",
     hint="Each token caches its latent (kv_latent_dim numbers) and one rope key (rope_dim numbers) "
     "in every layer, shared by all heads: layers * seq_len * (kv_latent_dim + rope_dim) * "
     "bytes_per_value. No factor 2 (the latent holds keys and values together) and no head count.",
 )
-def _latent_cache_bytes():
+def _latent_cache_size():
     def counts_one_token_of_one_layer(fn):
         got = fn(1, 1, 16, 4, 2)
         assert got == 40, (

@@ -13,7 +13,7 @@ Everything is counted, nothing is timed, so every redraw shows the same numbers 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -133,7 +133,7 @@ def frontier_points(
     """Each variant's (cache bytes, attention FLOPs) per cached token per layer and decode step,
     at DeepSeek-V2's sizes with the chosen latent width, KV heads and bits."""
     _check(kv_latent_dim, num_kv_heads, bits)
-    shape = DEEPSEEK_V2.__class__(**{**DEEPSEEK_V2.__dict__, "kv_latent_dim": kv_latent_dim})
+    shape = replace(DEEPSEEK_V2, kv_latent_dim=kv_latent_dim)
     h, d = shape.num_heads, shape.v_dim
     gqa = flops_per_cached_token(shape, "gqa")
     mla_bytes = cache_bytes_per_token(mla_widths(kv_latent_dim, shape.rope_dim), bits)
@@ -155,7 +155,7 @@ def frontier_points(
     }
 
 
-def _balances() -> dict[str, float]:
+def gpu_balances() -> dict[str, float]:
     """FLOPs per byte each GPU of notebook 08's table can do: dense 16-bit peak / bandwidth."""
     out = {}
     for label, (device, gb_per_s) in BANDWIDTH_GB_S.items():
@@ -164,38 +164,55 @@ def _balances() -> dict[str, float]:
     return out
 
 
-def render_cache_frontier(kv_latent_dim: int, num_kv_heads: int, bits: int) -> tuple[Figure, str]:
-    """The cache of a 128K-token text, and bytes against FLOPs per cached token, per variant."""
-    points = frontier_points(kv_latent_dim, num_kv_heads, bits)
-    names = list(points)
-    colours = dict(zip(names, sns.color_palette("colorblind", len(names)), strict=True))
-    fig, (bars, frontier) = plt.subplots(
-        1, 2, figsize=(12.5, 3.9), gridspec_kw={"width_ratios": [1, 1.25]}
-    )
+def _draw_caches(ax, points: dict[str, tuple[float, int]], colours: list, bits: int) -> None:
+    """Horizontal bars: the cache of :data:`CONTEXT` tokens in every layer, per variant."""
     layers = DEEPSEEK_V2.layers
-    sizes = [points[n][0] * layers * CONTEXT / GIB for n in names[:4]]  # naive caches the same
-    bars.barh(
-        [n.replace(" absorbed", "") for n in names[:4]],
-        sizes,
-        color=[colours[n] for n in names[:4]],
-    )
-    bars.invert_yaxis()
-    bars.set_xscale("log")
+    names = [n.replace(" absorbed", "") for n in list(points)[:4]]  # naive MLA caches the same
+    sizes = [n_bytes * layers * CONTEXT / GIB for n_bytes, _ in list(points.values())[:4]]
+    ax.barh(names, sizes, color=colours[:4])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
     for y, size in enumerate(sizes):
-        bars.text(size * 1.1, y, f"{size:.3g} GiB", va="center", fontsize=9)
-    bars.set_xlim(right=max(sizes) * 12)
-    bars.set_title(f"cache of {CONTEXT:,} tokens, {layers} layers, {bits}-bit", fontsize=10)
-    low, high = min(_balances().values()), max(_balances().values())
+        ax.text(size * 1.1, y, f"{size:.3g} GiB", va="center", fontsize=9)
+    ticks = [t for t in (0.1, 1, 10, 100, 1000) if t <= max(sizes) * 12]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xlim(right=max(sizes) * 12)
+    ax.set_title(f"cache of {CONTEXT:,} tokens, {layers} layers, {bits}-bit", fontsize=10)
+
+
+def _draw_frontier(ax, points: dict[str, tuple[float, int]], colours: list) -> None:
+    """Bytes against FLOPs per cached token, a point per variant, over the GPUs' balance band."""
+    low, high = min(gpu_balances().values()), max(gpu_balances().values())
     xs = np.array([3e1, 3e5])
-    frontier.fill_between(xs, low * xs, high * xs, color="lightgrey", alpha=0.6, lw=0,
-                          label=f"GPU balance, {low:.0f} to {high:.0f} FLOP/byte")  # fmt: skip
-    for name, (n_bytes, flops) in points.items():
-        frontier.scatter([n_bytes], [flops], s=60, color=colours[name], label=name, zorder=3)
-    frontier.set(xscale="log", yscale="log", xlim=(3e1, 3e5), ylim=(1e4, 1e9),
-                 xlabel="cache bytes per token per layer", ylabel="FLOPs per cached token per step",
-                 title="what a decode step reads and computes, per cached token")  # fmt: skip
-    frontier.title.set_fontsize(10)
-    frontier.legend(fontsize=8, loc="upper right")
+    ax.fill_between(xs, low * xs, high * xs, color="lightgrey", alpha=0.7, lw=0)
+    ax.text(1.2e5, high * 1.2e5 * 0.5, "GPU balance", ha="right", va="bottom", fontsize=8,
+            color="dimgrey")  # fmt: skip
+    n_bytes, flops = zip(*points.values(), strict=True)
+    ax.scatter(n_bytes, flops, s=60, c=colours, zorder=3)
+    ax.text(n_bytes[4] * 1.4, flops[4], "MLA, naive:\nrebuilds K and V", va="center", fontsize=8)
+    ax.set(xscale="log", yscale="log", xlim=tuple(xs), ylim=(1e4, 1e9),
+           xlabel="cache bytes per token per layer", ylabel="FLOPs per cached token per step")  # fmt: skip
+    # Plain tick labels, no minor ticks: log axes' default "10^k" labels are typeset as maths
+    # and their minor ticks laid out, which was most of a redraw.
+    ax.set_xticks([1e2, 1e3, 1e4, 1e5], ["100", "1,000", "10,000", "100,000"])
+    ax.set_yticks([10.0**k for k in range(4, 10)], [f"1e{k}" for k in range(4, 10)])
+    ax.set_title("what a decode step reads and computes, per cached token", fontsize=10)
+
+
+def render_cache_frontier(kv_latent_dim: int, num_kv_heads: int, bits: int) -> tuple[Figure, str]:
+    """The cache of a 131,072-token text, and bytes against FLOPs per cached token, per variant.
+
+    The bars' colours name the points: MHA, GQA, MQA and MLA (absorbed) in the bars' order,
+    then naive MLA, labelled where it stands.
+    """
+    points = frontier_points(kv_latent_dim, num_kv_heads, bits)
+    colours = sns.color_palette("colorblind", len(points))
+    fig, (bars, frontier) = plt.subplots(1, 2, figsize=(12.5, 3.9),
+                                         gridspec_kw={"width_ratios": [1, 1.25]})  # fmt: skip
+    _draw_caches(bars, points, colours, bits)
+    _draw_frontier(frontier, points, colours)
+    for ax in (bars, frontier):
+        ax.minorticks_off()
     fig.subplots_adjust(left=0.2, right=0.99, wspace=0.55)
     return fig, _caption(points, kv_latent_dim, num_kv_heads, bits)
 
@@ -217,7 +234,7 @@ def _caption(points: dict[str, tuple[float, int]], latent: int, kv_heads: int, b
     naive, absorbed = points[names[4]][1], points[names[3]][1]
     lines.append(f"rebuilding keys and values from the latent (naive) costs {naive:,} FLOPs per "
                  f"cached token per step, {naive / absorbed:.0f}x the absorbed form's {absorbed:,}")  # fmt: skip
-    low, high = min(_balances().values()), max(_balances().values())
-    lines.append(f"grey band: the {', '.join(_balances())} do {low:.0f} to {high:.0f} FLOPs per "
+    low, high = min(gpu_balances().values()), max(gpu_balances().values())
+    lines.append(f"grey band: the {', '.join(gpu_balances())} do {low:.0f} to {high:.0f} FLOPs per "
                  "byte they read; above it a step waits on arithmetic there, below it on memory")  # fmt: skip
     return "\n".join(lines)
