@@ -174,17 +174,25 @@ class MultiHeadLatentAttention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
 
     def _attend_absorbed(self, q_nope, q_rope, cache: LatentCache, mask) -> Tensor:
-        """Attend over the latent: W_UK folded into the query, W_UV into the output."""
+        """Attend over the latent: W_UK folded into the query, W_UV into the output.
+
+        Every head reads the same latent, so the heads' queries are stacked into one matrix
+        ``(B, h T_new, ...)`` and multiplied with the latent once, as multi-query attention does;
+        a product broadcast over the head axis would copy the latent once per head.
+        """
+        B, h, T_new, _ = q_nope.shape
         w_uk, w_uv = self.absorbed_weights()
         weights = self._latent_weights(q_nope @ w_uk, q_rope, cache, mask)  # (B, h, T_new, T)
-        out_latent = weights @ cache.latent[:, None]  # (B, h, T_new, kv_latent_dim)
+        out_latent = weights.reshape(B, h * T_new, -1) @ cache.latent  # (B, h T_new, d_c)
+        out_latent = out_latent.view(B, h, T_new, -1)  # each head's weighted sum of latents
         return out_latent @ w_uv.transpose(-2, -1)  # (B, h, T_new, v_dim)
 
     def _latent_weights(self, q_latent, q_rope, cache: LatentCache, mask) -> Tensor:
         """softmax of content scores over the latent plus position scores over the rope key."""
-        content = q_latent @ cache.latent[:, None].transpose(-2, -1)  # (B, h, T_new, T)
-        position = q_rope @ cache.rope_key[:, None].transpose(-2, -1)
-        scores = (content + position) * self.scale
+        B, h, T_new, _ = q_latent.shape
+        content = q_latent.reshape(B, h * T_new, -1) @ cache.latent.transpose(-2, -1)
+        position = q_rope.reshape(B, h * T_new, -1) @ cache.rope_key.transpose(-2, -1)
+        scores = ((content + position) * self.scale).view(B, h, T_new, -1)  # (B, h, T_new, T)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         return scores.softmax(dim=-1)
