@@ -230,7 +230,7 @@ def _caption(points: dict[str, tuple[float, int]], latent: int, kv_heads: int, b
         lines.append(f"  {name:<26} {n_bytes:8,.0f} bytes{less:<15} "
                      f"{flops / n_bytes:6.1f} FLOPs per byte read")  # fmt: skip
     equal = (latent + rope) / (2 * d_h)
-    lines.append(f"MLA's {latent} + {rope} numbers per token are as many as GQA's with h_kv = "
+    lines.append(f"MLA's {latent} + {rope} = {latent + rope:,} numbers per token are as many as GQA's with h_kv = "
                  f"{equal:g} (GQA with h_kv = {kv_heads}: {2 * kv_heads * d_h:,} numbers)")  # fmt: skip
     naive, absorbed = points[names[4]][1], points[names[3]][1]
     lines.append(f"rebuilding keys and values from the latent (naive) costs {naive:,} FLOPs per "
