@@ -259,9 +259,20 @@ def _nb11_ring() -> Explorer:
     )
 
 
+def _nb13() -> Explorer:
+    from helpers.widgets.latent_cache import BITS, KV_HEADS, LATENT_SIZES, render_cache_frontier
+
+    return explore(
+        render_cache_frontier,
+        kv_latent_dim=widgets.Dropdown(options=LATENT_SIZES, value=512),
+        num_kv_heads=widgets.Dropdown(options=KV_HEADS, value=8),
+        bits=widgets.ToggleButtons(options=BITS, value=16),
+    )
+
+
 def cases() -> list[Case]:
     """Every notebook's explorer(s), in reading order, with their first control's moves."""
-    from helpers.widgets import decoding, parallel_layout, tiling
+    from helpers.widgets import decoding, latent_cache, parallel_layout, tiling
     from helpers.widgets.heads_trained import ablation_choices
     from helpers.widgets.masking import MASK_TYPES
     from helpers.widgets.scaling import MAX_D_K
@@ -302,6 +313,7 @@ def cases() -> list[Case]:
             moves([h for h in parallel_layout.HEAD_COUNTS if h % 4 == 0], 8),
         ),
         Case("11_ring", _nb11_ring, "world_size", moves([2, 3, 4, 8], 4)),
+        Case("13_latent_cache", _nb13, "kv_latent_dim", moves(latent_cache.LATENT_SIZES, 512)),
     ]
 
 

@@ -1,0 +1,65 @@
+"""An int8 KV cache: symmetric 8-bit numbers with one scale per token or per channel (notebook 13).
+
+A cached tensor ``x`` is stored as ``values`` (int8, -127..127) and ``scale`` (floating point),
+with ``x ≈ values * scale``. The scale is ``max |x| / 127`` over the axis ``dim``, kept once for
+every slice along the other axes:
+
+* per token: keys or values ``(B, h_kv, T, d_k)`` with ``dim=-1``, one scale per token and head;
+  a new token brings its own scale, so a cache can grow one token at a time;
+* per channel: ``dim=-2``, one scale per feature and head, shared by the tokens; a feature that
+  is large in every token (an outlier channel) gets a scale of its own instead of stretching
+  every token's.
+
+The rounding error of one number is at most half a step, ``scale / 2``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from helpers import validation
+
+LEVELS = 127  # int8 codes -127..127: symmetric, so 0 is exact and -128 is never used
+
+
+@dataclass(frozen=True)
+class Int8Tensor:
+    """``values`` int8, shaped like the original; ``scale`` with axis ``dim`` of size 1."""
+
+    values: Tensor
+    scale: Tensor
+
+    def dequantize(self) -> Tensor:
+        """``values * scale``, in the scale's dtype: the numbers attention reads."""
+        return self.values.to(self.scale.dtype) * self.scale
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: one per number, plus the scales."""
+        return self.values.nbytes + self.scale.nbytes
+
+
+def quantize_int8(x: Tensor, dim: int) -> Int8Tensor:
+    """Round x to int8 with one scale per slice along ``dim`` (``-1``: per token of a
+    ``(..., T, d_k)`` cache, ``-2``: per channel). An all-zero slice gets scale 1."""
+    validation.require_array("x", x, Tensor, "torch.Tensor")
+    validation.require_floating("x", x)
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -x.ndim <= dim < x.ndim:
+        raise ValueError(f"dim must be an axis of x, shape {tuple(x.shape)}, got {dim!r}")
+    biggest = x.abs().amax(dim=dim, keepdim=True)
+    scale = torch.where(biggest > 0, biggest / LEVELS, torch.ones_like(biggest))
+    values = torch.round(x / scale).clamp(-LEVELS, LEVELS).to(torch.int8)
+    return Int8Tensor(values, scale)
+
+
+def int8_kv_bytes_per_token(num_kv_heads: int, d_k: int, scale_bytes: int = 2) -> int:
+    """Bytes one token adds to one layer's int8 cache with per-token scales:
+    ``2 · h_kv · (d_k + scale_bytes)`` (keys and values, each head one byte per number and one
+    scale)."""
+    num_kv_heads = validation.require_positive_int("num_kv_heads", num_kv_heads)
+    d_k = validation.require_positive_int("d_k", d_k)
+    scale_bytes = validation.require_positive_int("scale_bytes", scale_bytes)
+    return 2 * num_kv_heads * (d_k + scale_bytes)
