@@ -88,12 +88,14 @@ class StepRecord:
 
 @dataclass
 class ServeResult:
-    """Every request after the run, the steps taken, the wall time and each step's record."""
+    """Every request after the run, the steps taken, the wall time, each step's record, and the
+    logits each request's tokens were chosen from, ``rid -> (max_new_tokens, vocab)``."""
 
     requests: list[Request]
     steps: int
     seconds: float
     history: list[StepRecord] = field(default_factory=list)
+    logits: dict[int, Tensor] = field(default_factory=dict)
 
     @property
     def generated(self) -> int:
@@ -207,4 +209,5 @@ def serve(
         bar.update(len(history[-1].finished))
     seconds = time.perf_counter() - start
     bar.close()
-    return ServeResult(fresh, engine.step_count, seconds, history)
+    logits = {rid: torch.stack(rows) for rid, rows in engine.logits.items()}
+    return ServeResult(fresh, engine.step_count, seconds, history, logits)

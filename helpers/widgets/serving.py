@@ -32,10 +32,10 @@ from helpers.serving.speculative import Round, speculative_rounds
 from helpers.serving.task import phrase_sequences
 from helpers.serving.workload import request_mix
 
-POOL_REQUESTS, POOL_SLOTS, POOL_BATCH = 10, 80, 4
+POOL_REQUESTS, POOL_SLOTS, POOL_BATCH = 10, 48, 4
 BLOCK_SIZES = (2, 4, 8, 16)
 ROW_SLOTS = 16  # slots per row of the pool picture: blocks of every size line up
-MAX_STEP = 60
+MAX_STEP = 70
 FREE, WASTE_ALPHA = (0.93, 0.93, 0.93), 0.35
 
 
@@ -144,7 +144,7 @@ def render_pool(step: int, block_size: int) -> tuple[Figure, str]:
 
 DRAFTS = ("good draft", "poor draft")
 DRAFT_LENGTHS = tuple(range(1, 9))
-SPEC_PROMPTS, SPEC_PROMPT_LEN, SPEC_NEW = 4, 16, 24
+SPEC_PROMPTS, SPEC_PROMPT_LEN, SPEC_NEW = 2, 16, 24
 KEPT, REJECTED, TARGETS = sns.color_palette("colorblind", 3)[2], (0.84, 0.37, 0.0), (0.0, 0.45, 0.7)
 
 
