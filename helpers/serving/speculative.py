@@ -183,6 +183,7 @@ def _check(target, draft, prompt, max_new_tokens, num_draft, temperature, genera
     validation.require_positive_int("num_draft", num_draft)
     validation.require_real("temperature", temperature, low=0.0)
     if generator is not None and not isinstance(generator, torch.Generator):
+        kind = type(generator)
         raise TypeError(
-            f"generator must be a torch.Generator or None, got {type(generator).__name__}"
+            f"generator must be a torch.Generator or None, got {kind.__module__}.{kind.__qualname__}"
         )
