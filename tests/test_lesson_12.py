@@ -460,6 +460,10 @@ def test_cached_model_equals_the_plain_model_through_rollbacks():
         tokens = torch.cat([text[:, :stop], torch.tensor([tail], dtype=torch.int64)], dim=1)
         torch.testing.assert_close(cached(tokens), model(tokens)[0], rtol=0, atol=1e-10)
     assert cached.forwards == 5  # the last call was a prefix of what it had seen
+    edited = text.clone()
+    edited[0, 2] = (edited[0, 2] + 1) % 16  # one token changed, the ones after it the same
+    torch.testing.assert_close(cached(edited), model(edited)[0], rtol=0, atol=1e-10)
+    assert cached.caches[0].length == 12 and cached.tokens_run == 5 + 4 + 2 + 5 + 1 + 10
 
 
 def test_rounds_keep_proposals_up_to_the_first_rejection():

@@ -169,11 +169,12 @@ def speculation_runs(draft: str, num_draft: int) -> tuple[list[list[Round]], lis
 
 
 def acceptance(draft: str, num_draft: int) -> tuple[float, float]:
-    """(share of proposals kept, new tokens per target forward) over the explorer's prompts."""
+    """(share of proposals kept, share of the target's forwards saved) over the explorer's
+    prompts; greedy decoding alone takes one forward per new token."""
     rounds, forwards = speculation_runs(draft, num_draft)
     kept = sum(r.accepted for runs in rounds for r in runs)
     proposed = sum(len(r.proposals) for runs in rounds for r in runs)
-    return kept / proposed, SPEC_PROMPTS * SPEC_NEW / sum(forwards)
+    return kept / proposed, 1 - sum(forwards) / (SPEC_PROMPTS * SPEC_NEW)
 
 
 def _draw_rounds(ax, rounds: list[Round], num_draft: int) -> None:
@@ -190,48 +191,40 @@ def _draw_rounds(ax, rounds: list[Round], num_draft: int) -> None:
         ax.text(num_draft + 0.76, row + 0.45, str(r.new[-1]), ha="center", va="center",
                 fontsize=7, color="white")  # fmt: skip
     ax.add_collection(PatchCollection(boxes, facecolors=faces))
-    ax.set(xlim=(-0.1, 9.4), ylim=(max(len(rounds), 8), -0.2), xticks=[], aspect="auto")
-    ax.set_yticks(np.arange(len(rounds)) + 0.45, [str(i + 1) for i in range(len(rounds))])
-    ax.set_ylabel("round (one target call each)")
+    ax.set(xlim=(-0.1, 9.4), ylim=(max(len(rounds), 8), -0.2), xticks=[], yticks=[])
+    ax.set_ylabel("rounds, first on top: one target call each")
     for side in ax.spines.values():
         side.set_visible(False)
 
 
-def _draw_rates(ax, draft: str, num_draft: int) -> None:
-    """Share of proposals kept (left axis) and new tokens per target call (right), against k."""
-    per_call_ax = ax.twinx()
+def _draw_rates(ax, num_draft: int) -> None:
+    """Share of proposals kept (circles) and of target forwards saved (squares), against k."""
     for name, colour in zip(DRAFTS, ("C0", "C1"), strict=True):
         rates = [acceptance(name, k) for k in DRAFT_LENGTHS]
         ax.plot(DRAFT_LENGTHS, [a for a, _ in rates], "o-", color=colour, label=f"{name}: kept")
-        per_call_ax.plot(DRAFT_LENGTHS, [t for _, t in rates], "s--", color=colour,
-                         label=f"{name}: tokens per call")  # fmt: skip
+        ax.plot(DRAFT_LENGTHS, [s for _, s in rates], "s--", color=colour,
+                label=f"{name}: target calls saved")  # fmt: skip
     ax.axvline(num_draft, color="black", lw=1)
-    ax.set(xlabel="k, proposals per round", ylabel="share of proposals kept (o)", ylim=(0, 1.4))
-    ax.set_xticks(DRAFT_LENGTHS)
-    per_call_ax.set(
-        ylim=(0, 1.4 * (max(DRAFT_LENGTHS) + 1)), ylabel="new tokens per target call (s)"
-    )
-    lines = ax.get_lines()[:-1] + per_call_ax.get_lines()  # the k marker left out
-    ax.legend(lines, [line.get_label() for line in lines], fontsize=8, loc="upper left",
-              ncol=2)  # fmt: skip
+    ax.set(xlabel="k, proposals per round", ylabel="share", ylim=(0, 1.3), xticks=DRAFT_LENGTHS)
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
 
 
 def render_speculation(num_draft: int, draft: str) -> tuple[Figure, str]:
     """The rounds of the first prompt with ``num_draft`` proposals from ``draft``, and the rates."""
     rounds, forwards = speculation_runs(draft, num_draft)
-    kept, per_call = acceptance(draft, num_draft)
+    kept, saved = acceptance(draft, num_draft)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1, 1.1]})
     _draw_rounds(axes[0], rounds[0], num_draft)
     axes[0].set_title(f"{draft}, k = {num_draft}: green kept, orange rejected, blue the target's",
                       fontsize=10)  # fmt: skip
-    _draw_rates(axes[1], draft, num_draft)
+    _draw_rates(axes[1], num_draft)
     axes[1].set_title(f"over {SPEC_PROMPTS} prompts of {SPEC_NEW} new tokens", fontsize=10)
-    fig.subplots_adjust(left=0.06, right=0.94, wspace=0.15)
+    fig.subplots_adjust(left=0.03, right=0.99, wspace=0.12)
     first = rounds[0]
     return fig, "\n".join([
         f"first prompt: {SPEC_NEW} new tokens in {len(first)} target calls "
         f"(greedy decoding alone: {SPEC_NEW}); {sum(r.accepted for r in first)} of "
         f"{sum(len(r.proposals) for r in first)} proposals kept",
-        f"all {SPEC_PROMPTS} prompts: {kept:.0%} of proposals kept, {per_call:.2f} new tokens per "
-        f"target call, {sum(forwards)} target calls instead of {SPEC_PROMPTS * SPEC_NEW}",
+        f"the {SPEC_PROMPTS} prompts: {kept:.0%} of proposals kept; {sum(forwards)} target calls instead of "
+        f"{SPEC_PROMPTS * SPEC_NEW}, {saved:.0%} saved",
     ])  # fmt: skip
