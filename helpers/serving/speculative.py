@@ -49,7 +49,8 @@ def speculative_decode(
     rounds = speculative_rounds(
         target, draft, prompt, max_new_tokens, num_draft, temperature, generator
     )
-    return torch.cat([prompt] + [torch.tensor([r.new]) for r in rounds], dim=1)
+    new = [torch.tensor([r.new], device=prompt.device) for r in rounds]
+    return torch.cat([prompt, *new], dim=1)
 
 
 def speculative_rounds(
@@ -69,7 +70,7 @@ def speculative_rounds(
             )
         p = logits[0, tokens.shape[1] - 1 :]  # (k + 1, V): the verdicts, then one more
         new = verify(p, q, proposals[0], temperature, generator)
-        tokens = torch.cat([tokens, new], dim=1)
+        tokens = torch.cat([tokens, new.to(tokens.device)], dim=1)
         yield Round(proposals[0].tolist(), new[0].tolist())
 
 
@@ -83,7 +84,7 @@ def propose(
         logits = _call(draft, "draft", torch.cat([tokens, proposals], dim=1))[0, -1]
         q.append(distribution(logits, temperature))
         pick = q[-1].argmax() if temperature == 0 else sample(q[-1], generator)
-        proposals = torch.cat([proposals, pick.view(1, 1)], dim=1)
+        proposals = torch.cat([proposals, pick.view(1, 1).to(tokens.device)], dim=1)
     return proposals, torch.stack(q) if q else None
 
 
@@ -107,10 +108,12 @@ def verify(
 
 
 def distribution(logits: Tensor, temperature: float) -> Tensor:
-    """``softmax(logits / temperature)`` in float64; temperature 0: all mass on the argmax."""
+    """``softmax(logits / temperature)`` in float64 on the CPU, where every draw is made (with
+    the CPU generator the caller passes); temperature 0: all mass on the argmax."""
+    logits = logits.detach().to("cpu", torch.float64)
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(), logits.shape[-1]).double()
-    return torch.softmax(logits.double() / temperature, dim=-1)
+    return torch.softmax(logits / temperature, dim=-1)
 
 
 def acceptance_probability(p: Tensor, q: Tensor, token: int) -> float:
@@ -186,4 +189,9 @@ def _check(target, draft, prompt, max_new_tokens, num_draft, temperature, genera
         kind = type(generator)
         raise TypeError(
             f"generator must be a torch.Generator or None, got {kind.__module__}.{kind.__qualname__}"
+        )
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(
+            f"generator must be a CPU torch.Generator (every draw is made on the CPU), got one "
+            f"on {generator.device}"
         )
