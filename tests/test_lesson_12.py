@@ -37,6 +37,7 @@ from helpers.serving import (
 )
 from helpers.serving import model as lm
 from helpers.serving.engine import feed
+from helpers.serving.paged import slot_weights
 from helpers.serving.scheduler import Scheduler
 from helpers.serving.speculative import (
     residual,
@@ -137,6 +138,22 @@ def test_stale_numbers_in_slots_past_a_sequence_change_nothing():
         cache[0, :, 3:] = float("inf")  # ... and of sequence 1's
         cache[[1, 3, 4]] = float("nan")  # blocks nobody holds
     assert torch.equal(paged_attention(q, k_cache, v_cache, tables, lens), clean)
+
+
+def test_slot_weights_fall_on_each_sequences_own_slots_and_give_the_output():
+    rng = np.random.default_rng(2)
+    k_cache, v_cache = (torch.from_numpy(rng.standard_normal((6, 2, 4, 8))) for _ in "kv")
+    q = torch.from_numpy(rng.standard_normal((2, 4, 8)))
+    tables, lens = torch.tensor([[5, 2], [0, -1]]), torch.tensor([6, 3])
+    weights = slot_weights(q, k_cache, tables, lens)  # (B, h, num_blocks * block_size)
+    assert weights.shape == (2, 4, 24)
+    own = [{20, 21, 22, 23, 8, 9}, {0, 1, 2}]  # block 5, then half of block 2; 3 slots of block 0
+    for b in range(2):
+        assert {int(i) for i in weights[b].sum(0).nonzero()} == own[b]
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, dtype=torch.float64))
+    by_slot = v_cache.transpose(1, 2).reshape(24, 2, 8).repeat_interleave(2, dim=1)  # (slot, h, d)
+    out = torch.einsum("bhs,shd->bhd", weights, by_slot)
+    torch.testing.assert_close(out, paged_attention(q, k_cache, v_cache, tables, lens))
 
 
 # --- the block allocator ------------------------------------------------------------------------

@@ -62,15 +62,39 @@ def paged_attention_unchecked(
 ) -> Tensor:
     """:func:`paged_attention` on checked torch tensors (the serving engine calls this)."""
     B, h, d = q.shape
+    weights, valid = paged_weights(q, k_cache, block_tables, seq_lens)  # (B, h_kv, group, S)
+    values = gather_blocks(v_cache, block_tables, seq_lens)  # (B, h_kv, S, d)
+    values = values.masked_fill(~valid[:, None, :, None], 0.0)  # a stale slot may hold anything
+    return (weights @ values).reshape(B, h, d)
+
+
+def paged_weights(
+    q: Tensor, k_cache: Tensor, block_tables: Tensor, seq_lens: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Each query's weights over its sequence's gathered slots, ``(B, h_kv, h / h_kv, S)``, and
+    which of the ``S = max_blocks * block_size`` slots hold a token, ``(B, S)``. Unchecked."""
+    B, h, d = q.shape
     h_kv = k_cache.shape[1]
     keys = gather_blocks(k_cache, block_tables, seq_lens)  # (B, h_kv, S, d)
-    values = gather_blocks(v_cache, block_tables, seq_lens)
     valid = torch.arange(keys.shape[2], device=q.device) < seq_lens[:, None]  # (B, S)
-    values = values.masked_fill(~valid[:, None, :, None], 0.0)  # a stale slot may hold anything
     grouped = q.view(B, h_kv, h // h_kv, d) / math.sqrt(d)  # query head j -> KV head j // group
     scores = grouped @ keys.transpose(-2, -1)  # (B, h_kv, group, S)
     scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
-    return (torch.softmax(scores, dim=-1) @ values).reshape(B, h, d)
+    return torch.softmax(scores, dim=-1), valid
+
+
+def slot_weights(q: Tensor, k_cache: Tensor, block_tables: Tensor, seq_lens: Tensor) -> Tensor:
+    """The weights of :func:`paged_attention` laid out by slot of the pool: ``(B, h, num_blocks *
+    block_size)``, 0 on every slot a sequence does not read. For pictures (notebook 12, §3)."""
+    B, h, _ = q.shape
+    num_blocks, _, size, _ = k_cache.shape
+    weights, valid = paged_weights(q, k_cache, block_tables, seq_lens)
+    weights = weights.reshape(B, h, -1) * valid[:, None, :]  # (B, h, S)
+    used = torch.arange(block_tables.shape[1], device=q.device) * size < seq_lens[:, None]
+    blocks = torch.where(used, block_tables, 0)  # (B, max_blocks)
+    slots = (blocks[:, :, None] * size + torch.arange(size, device=q.device)).reshape(B, 1, -1)
+    out = weights.new_zeros(B, h, num_blocks * size)
+    return out.scatter_add_(-1, slots.expand(B, h, -1), weights)
 
 
 def _tensor(name: str, x: Any) -> Tensor:
