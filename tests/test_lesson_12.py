@@ -353,6 +353,22 @@ def test_split_kv_on_numpy_and_with_huge_scores():
     np.testing.assert_allclose(got, want.numpy(), atol=1e-10)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_16_bit_inputs_give_16_bit_outputs_close_to_full_precision(dtype):
+    gen = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(2, 4, n, 16, generator=gen, dtype=torch.float64) for n in (1, 50, 50))
+    want = F.scaled_dot_product_attention(q, k, v)  # (2, 4, 1, 16)
+    got = split_kv_attention(q.to(dtype), k.to(dtype), v.to(dtype), 5)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=2e-2)
+    pool = k[0].reshape(4, 10, 5, 16).transpose(0, 1)  # 10 blocks of 5 tokens, (10, h_kv, 5, d)
+    values = v[0].reshape(4, 10, 5, 16).transpose(0, 1)
+    paged = paged_attention(q[0, :, 0][None].to(dtype), pool.to(dtype), values.to(dtype),
+                            torch.arange(10)[None], torch.tensor([50]))  # fmt: skip
+    assert paged.dtype == dtype
+    torch.testing.assert_close(paged[0].double(), want[0, :, 0], rtol=0, atol=2e-2)
+
+
 def test_merging_partials_weighs_each_by_its_share_of_the_softmax_mass():
     outs = [torch.tensor([[1.0]]), torch.tensor([[3.0]])]
     lses = [torch.tensor([math.log(1.0)]), torch.tensor([math.log(3.0)])]  # masses 1 and 3

@@ -30,7 +30,8 @@ def paged_attention(
     dividing h; ``block_tables`` integer ``(B, max_blocks)`` (entries past a sequence's last
     block are ignored); ``seq_lens`` integer ``(B,)``, ``1 <= seq_lens[b] <= max_blocks *
     block_size``. Sequence b's query attends to its first ``seq_lens[b]`` cached tokens. Torch
-    tensors or NumPy arrays (the output is of q's kind and dtype).
+    tensors or NumPy arrays (the output is of q's kind and dtype; float16 and bfloat16 are
+    computed in float32).
     """
     numpy_in = isinstance(q, np.ndarray)
     q, k_cache, v_cache, block_tables, seq_lens = (
@@ -39,7 +40,10 @@ def paged_attention(
                         ("block_tables", block_tables), ("seq_lens", seq_lens))
     )  # fmt: skip
     check_paged(q, k_cache, v_cache, block_tables, seq_lens)
-    out = paged_attention_unchecked(q, k_cache, v_cache, block_tables, seq_lens)
+    work = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype  # as kernels do
+    out = paged_attention_unchecked(
+        q.to(work), k_cache.to(work), v_cache.to(work), block_tables, seq_lens
+    ).to(q.dtype)
     return out.numpy() if numpy_in else out
 
 

@@ -32,7 +32,7 @@ def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.n
     contiguous chunks of the keys merged by their log-sum-exps. Equal to full attention.
 
     ``1 <= num_splits <= T_k``; chunk sizes differ by at most one. Torch tensors or NumPy
-    arrays (the output is of q's kind).
+    arrays (the output is of q's kind and dtype; float16 and bfloat16 are computed in float32).
     """
     numpy_in = isinstance(q, np.ndarray)
     kind, kind_name = (np.ndarray, "NumPy array") if numpy_in else (Tensor, "torch.Tensor")
@@ -45,8 +45,11 @@ def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.n
         )
     if numpy_in:
         q, k, v = (torch.from_numpy(x) for x in (q, k, v))
+    dtype = q.dtype
+    if dtype in (torch.float16, torch.bfloat16):  # partial results in float32, as kernels keep them
+        q, k, v = q.float(), k.float(), v.float()
     partials = [partial_attention(q, kc, vc) for kc, vc in chunks(k, v, num_splits)]
-    out = merge_partials([o for o, _ in partials], [lse for _, lse in partials])
+    out = merge_partials([o for o, _ in partials], [lse for _, lse in partials]).to(dtype)
     return out.numpy() if numpy_in else out
 
 
