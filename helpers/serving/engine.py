@@ -136,16 +136,11 @@ class Engine:
         rids = [w.request.rid for w in work]
         per_request = self.cache.block_table(rids)  # (R, max_blocks)
         counts = torch.tensor([len(w.tokens) for w in work])
-        as_tensor = lambda lists: torch.tensor([x for xs in lists for x in xs])  # noqa: E731
-        positions = as_tensor([range(w.start, w.start + len(w.tokens)) for w in work])
+        positions = _flat([range(w.start, w.start + len(w.tokens)) for w in work])
+        tables = per_request.repeat_interleave(counts, dim=0)  # each token: its request's table
         with torch.no_grad():
-            return self.model_forward(
-                as_tensor([w.tokens for w in work]), positions, as_tensor([w.slots for w in work]),
-                per_request.repeat_interleave(counts, dim=0),
-            )  # fmt: skip
-
-    def model_forward(self, tokens, positions, slots, tables) -> Tensor:
-        return packed_forward(self.model, tokens, positions, slots, tables, self.cache)
+            return packed_forward(self.model, _flat([w.tokens for w in work]), positions,
+                                  _flat([w.slots for w in work]), tables, self.cache)  # fmt: skip
 
     def _emit(self, request: Request, logits: Tensor, clock: float) -> bool:
         """Append the request's next token; True if that finished it (its blocks are freed)."""
@@ -174,6 +169,11 @@ class Engine:
                 )
                 filled[block] = max(filled[block], tokens)
         return [tuple(o) for o in owners], filled
+
+
+def _flat(lists) -> Tensor:
+    """Lists of ints, one per request, as one flat int64 tensor ``(N,)``."""
+    return torch.tensor([x for xs in lists for x in xs], dtype=torch.int64)
 
 
 def serve(

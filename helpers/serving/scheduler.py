@@ -91,7 +91,7 @@ class Scheduler:
         preempted to make room."""
         preempted: list[Request] = []
         decodes: list[Work] = []
-        for request in list(self.running):  # admission order: the last admitted goes first
+        for request in list(self.running):  # oldest first; the newest is preempted first
             while request in self.running and not self._has_room_for_next(request):
                 preempted.append(self._preempt_last())
             if request not in self.running:  # it was the last one, and is preempted itself
