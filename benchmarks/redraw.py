@@ -259,6 +259,26 @@ def _nb11_ring() -> Explorer:
     )
 
 
+def _nb12_pool() -> Explorer:
+    from helpers.widgets.serving import BLOCK_SIZES, MAX_STEP, render_pool
+
+    return explore(
+        render_pool,
+        step=widgets.IntSlider(value=12, min=0, max=MAX_STEP),
+        block_size=widgets.Dropdown(options=BLOCK_SIZES, value=4),
+    )
+
+
+def _nb12_speculation() -> Explorer:
+    from helpers.widgets.serving import DRAFT_LENGTHS, DRAFTS, render_speculation
+
+    return explore(
+        render_speculation,
+        num_draft=widgets.IntSlider(value=4, min=min(DRAFT_LENGTHS), max=max(DRAFT_LENGTHS)),
+        draft=widgets.ToggleButtons(options=DRAFTS, value="good draft"),
+    )
+
+
 def _nb13() -> Explorer:
     from helpers.widgets.latent_cache import BITS, KV_HEADS, LATENT_SIZES, render_cache_frontier
 
@@ -313,6 +333,10 @@ def cases() -> list[Case]:
             moves([h for h in parallel_layout.HEAD_COUNTS if h % 4 == 0], 8),
         ),
         Case("11_ring", _nb11_ring, "world_size", moves([2, 3, 4, 8], 4)),
+        Case("12_pool", _nb12_pool, "step", moves(range(0, 71, 3), 12)),
+        Case(  # every k of both drafts is computed once, when the explorer is built
+            "12_speculation", _nb12_speculation, "num_draft", moves(range(1, 9), 4)
+        ),
         Case("13_latent_cache", _nb13, "kv_latent_dim", moves(latent_cache.LATENT_SIZES, 512)),
     ]
 

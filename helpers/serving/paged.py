@@ -1,0 +1,161 @@
+"""Paged attention: one decode step that reads each sequence's keys through its block table
+(notebook 12, section 3).
+
+The pool ``k_cache``, ``v_cache`` is ``(num_blocks, h_kv, block_size, d)``. Row ``b`` of
+``block_tables`` lists sequence b's blocks in order, so its token ``t`` sits in block
+``block_tables[b, t // block_size]`` at offset ``t % block_size``. Gathering a row's blocks gives
+the sequence's keys as if they were contiguous, ``(h_kv, max_blocks * block_size, d)``; the slots
+past ``seq_lens[b]`` (the unfilled end of the last block, and the blocks after it) are masked.
+Query head ``j`` reads KV head ``j // (h / h_kv)``, as in notebook 08's grouped-query attention.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from helpers import validation
+
+
+def paged_attention(
+    q: Any, k_cache: Any, v_cache: Any, block_tables: Any, seq_lens: Any
+) -> Tensor | np.ndarray:
+    """One decode step over keys and values that live in blocks: output ``(B, h, d)``.
+
+    q ``(B, h, d)``; ``k_cache``, ``v_cache`` ``(num_blocks, h_kv, block_size, d)`` with h_kv
+    dividing h; ``block_tables`` integer ``(B, max_blocks)`` (entries past a sequence's last
+    block are ignored); ``seq_lens`` integer ``(B,)``, ``1 <= seq_lens[b] <= max_blocks *
+    block_size``. Sequence b's query attends to its first ``seq_lens[b]`` cached tokens. Torch
+    tensors or NumPy arrays (the output is of q's kind and dtype; float16 and bfloat16 are
+    computed in float32).
+    """
+    numpy_in = isinstance(q, np.ndarray)
+    q, k_cache, v_cache, block_tables, seq_lens = (
+        _tensor(name, x)
+        for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
+                        ("block_tables", block_tables), ("seq_lens", seq_lens))
+    )  # fmt: skip
+    check_paged(q, k_cache, v_cache, block_tables, seq_lens)
+    work = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype  # as kernels do
+    out = paged_attention_unchecked(
+        q.to(work), k_cache.to(work), v_cache.to(work), block_tables, seq_lens
+    ).to(q.dtype)
+    return out.numpy() if numpy_in else out
+
+
+def gather_blocks(cache: Tensor, block_tables: Tensor, seq_lens: Tensor) -> Tensor:
+    """Each sequence's blocks of ``cache (num_blocks, h_kv, block_size, d)``, laid end to end:
+    ``(B, h_kv, max_blocks * block_size, d)``. Unchecked.
+
+    Table entries past a sequence's last block may hold anything (-1, say): they are read as
+    block 0, and the attention masks whatever lands there.
+    """
+    size = cache.shape[2]
+    used = torch.arange(block_tables.shape[1], device=cache.device) * size < seq_lens[:, None]
+    blocks = cache[torch.where(used, block_tables, 0)]  # (B, max_blocks, h_kv, block_size, d)
+    B, max_blocks, h_kv, _, d = blocks.shape
+    return blocks.transpose(1, 2).reshape(B, h_kv, max_blocks * size, d)
+
+
+def paged_attention_unchecked(
+    q: Tensor, k_cache: Tensor, v_cache: Tensor, block_tables: Tensor, seq_lens: Tensor
+) -> Tensor:
+    """:func:`paged_attention` on checked torch tensors (the serving engine calls this)."""
+    B, h, d = q.shape
+    weights, valid = paged_weights(q, k_cache, block_tables, seq_lens)  # (B, h_kv, group, S)
+    values = gather_blocks(v_cache, block_tables, seq_lens)  # (B, h_kv, S, d)
+    values = values.masked_fill(~valid[:, None, :, None], 0.0)  # a stale slot may hold anything
+    return (weights @ values).reshape(B, h, d)
+
+
+def paged_weights(
+    q: Tensor, k_cache: Tensor, block_tables: Tensor, seq_lens: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Each query's weights over its sequence's gathered slots, ``(B, h_kv, h / h_kv, S)``, and
+    which of the ``S = max_blocks * block_size`` slots hold a token, ``(B, S)``. Unchecked."""
+    B, h, d = q.shape
+    h_kv = k_cache.shape[1]
+    keys = gather_blocks(k_cache, block_tables, seq_lens)  # (B, h_kv, S, d)
+    valid = torch.arange(keys.shape[2], device=q.device) < seq_lens[:, None]  # (B, S)
+    grouped = q.view(B, h_kv, h // h_kv, d) / math.sqrt(d)  # query head j -> KV head j // group
+    scores = grouped @ keys.transpose(-2, -1)  # (B, h_kv, group, S)
+    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    return torch.softmax(scores, dim=-1), valid
+
+
+def slot_weights(q: Tensor, k_cache: Tensor, block_tables: Tensor, seq_lens: Tensor) -> Tensor:
+    """The weights of :func:`paged_attention` laid out by slot of the pool: ``(B, h, num_blocks *
+    block_size)``, 0 on every slot a sequence does not read. For pictures (notebook 12, §3)."""
+    B, h, _ = q.shape
+    num_blocks, _, size, _ = k_cache.shape
+    weights, valid = paged_weights(q, k_cache, block_tables, seq_lens)
+    weights = weights.reshape(B, h, -1) * valid[:, None, :]  # (B, h, S)
+    used = torch.arange(block_tables.shape[1], device=q.device) * size < seq_lens[:, None]
+    blocks = torch.where(used, block_tables, 0)  # (B, max_blocks)
+    slots = (blocks[:, :, None] * size + torch.arange(size, device=q.device)).reshape(B, 1, -1)
+    out = weights.new_zeros(B, h, num_blocks * size)
+    return out.scatter_add_(-1, slots.expand(B, h, -1), weights)
+
+
+def _tensor(name: str, x: Any) -> Tensor:
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x)
+    validation.require_array(name, x, Tensor, "torch.Tensor or NumPy array")
+    return x
+
+
+def check_paged(q, k_cache, v_cache, block_tables, seq_lens) -> None:
+    """The shapes, dtypes and values :func:`paged_attention` needs; a clear error otherwise."""
+    validation.require_ndim("q", q, (3,), "(B, h, d)")
+    validation.require_floating("q", q)
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        validation.require_ndim(name, cache, (4,), "(num_blocks, h_kv, block_size, d)")
+    validation.require_same_dtype(q=q, k_cache=k_cache, v_cache=v_cache)
+    B, h, d = q.shape
+    num_blocks, h_kv, size, d_cache = k_cache.shape
+    if tuple(v_cache.shape) != tuple(k_cache.shape) or d_cache != d:
+        raise ValueError(
+            f"k_cache and v_cache must both be (num_blocks, h_kv, block_size, d) with q's d = {d}: "
+            f"q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}, v_cache {tuple(v_cache.shape)}"
+        )
+    if h % h_kv:
+        raise ValueError(
+            f"q's h = {h} heads must be divisible by the cache's h_kv = {h_kv}: q {tuple(q.shape)}, "
+            f"k_cache {tuple(k_cache.shape)}"
+        )
+    _check_tables(block_tables, seq_lens, B, num_blocks, size)
+    devices = {str(t.device) for t in (q, k_cache, v_cache, block_tables, seq_lens)}
+    if len(devices) > 1:
+        raise ValueError(f"q, the caches, block_tables and seq_lens must share a device: {devices}")
+
+
+def _check_tables(block_tables, seq_lens, B: int, num_blocks: int, size: int) -> None:
+    for name, x, layout in (("block_tables", block_tables, "(B, max_blocks)"),
+                            ("seq_lens", seq_lens, "(B,)")):  # fmt: skip
+        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integers {layout}, got {x.dtype} {tuple(x.shape)}")
+    if block_tables.ndim != 2 or seq_lens.shape != (B,) or block_tables.shape[0] != B:
+        raise ValueError(
+            f"block_tables must be (B, max_blocks) and seq_lens (B,) with q's B = {B}: "
+            f"block_tables {tuple(block_tables.shape)}, seq_lens {tuple(seq_lens.shape)}"
+        )
+    capacity = block_tables.shape[1] * size
+    if bool(((seq_lens < 1) | (seq_lens > capacity)).any()):
+        raise ValueError(
+            f"seq_lens must lie in 1..max_blocks * block_size = {block_tables.shape[1]} * {size} "
+            f"= {capacity}, got {seq_lens.tolist()}"
+        )
+    used = torch.arange(block_tables.shape[1]) * size < seq_lens.cpu()[:, None]
+    tables = block_tables.cpu()
+    bad = used & ((tables < 0) | (tables >= num_blocks))
+    if bool(bad.any()):
+        row, col = (int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"block_tables[{row}, {col}] = {int(tables[row, col])} is past the pool of "
+            f"num_blocks = {num_blocks} (a block in use must lie in 0..{num_blocks - 1}); "
+            f"block_tables {tuple(block_tables.shape)}, seq_lens[{row}] = {int(seq_lens[row])}"
+        )

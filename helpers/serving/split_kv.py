@@ -1,0 +1,94 @@
+"""Split-KV decoding (FlashDecoding): one query over a long cache, cut into chunks (notebook 12, §6).
+
+Each chunk of keys is attended on its own and returns its output and its log-sum-exp
+``lse = log(sum_j exp(s_j))`` over the chunk's scores (notebook 09, section 4). The chunks are
+then merged exactly: with ``L = log(sum_i exp(lse_i))`` the log-sum-exp of the whole row, chunk i
+holds the share ``exp(lse_i - L)`` of the softmax's mass, so
+
+    output = sum_i exp(lse_i - L) * output_i.
+
+On a GPU the chunks run side by side: a decode step has only ``B * h`` (batch, head) pairs to
+spread over the device's streaming multiprocessors, and splitting the keys multiplies them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from helpers import validation
+
+# Streaming multiprocessors of a few GPUs, from NVIDIA's data sheets and architecture papers:
+# the units that each run one (batch, head, split) piece of a decode kernel at a time.
+SM_COUNTS = {"H100 SXM": 132, "A100": 108, "L4": 58, "T4": 40}
+
+
+def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.ndarray:
+    """Attention of q ``(..., T_q, d)`` over k, v ``(..., T_k, d)``, no mask, by ``num_splits``
+    contiguous chunks of the keys merged by their log-sum-exps. Equal to full attention.
+
+    ``1 <= num_splits <= T_k``; chunk sizes differ by at most one. Torch tensors or NumPy
+    arrays (the output is of q's kind and dtype; float16 and bfloat16 are computed in float32).
+    """
+    numpy_in = isinstance(q, np.ndarray)
+    kind, kind_name = (np.ndarray, "NumPy array") if numpy_in else (Tensor, "torch.Tensor")
+    validation.check_attention(q, k, v, None, kind, kind_name)
+    num_splits = validation.require_positive_int("num_splits", num_splits)
+    if num_splits > k.shape[-2]:
+        raise ValueError(
+            f"num_splits must lie in 1..T_k = {k.shape[-2]} (each chunk needs a key), got "
+            f"{num_splits}; k {tuple(k.shape)}"
+        )
+    if numpy_in:
+        q, k, v = (torch.from_numpy(x) for x in (q, k, v))
+    dtype = q.dtype
+    if dtype in (torch.float16, torch.bfloat16):  # partial results in float32, as kernels keep them
+        q, k, v = q.float(), k.float(), v.float()
+    partials = [partial_attention(q, kc, vc) for kc, vc in chunks(k, v, num_splits)]
+    out = merge_partials([o for o, _ in partials], [lse for _, lse in partials]).to(dtype)
+    return out.numpy() if numpy_in else out
+
+
+def chunks(k: Tensor, v: Tensor, num_splits: int) -> list[tuple[Tensor, Tensor]]:
+    """``num_splits`` contiguous (keys, values) chunks along T_k, sizes differing by at most one."""
+    pieces = k.tensor_split(num_splits, dim=-2), v.tensor_split(num_splits, dim=-2)
+    return list(zip(*pieces, strict=True))
+
+
+def partial_attention(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """Attention over one chunk of keys: ``(output (..., T_q, d_v), lse (..., T_q))``. Unchecked."""
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (..., T_q, T_chunk)
+    m = scores.amax(dim=-1, keepdim=True)  # the chunk's running max, as in notebook 09
+    p = torch.exp(scores - m)
+    total = p.sum(dim=-1, keepdim=True)
+    return (p @ v) / total, (m + torch.log(total)).squeeze(-1)
+
+
+def merge_partials(outs: list[Tensor], lses: list[Tensor]) -> Tensor:
+    """Merge the chunks' outputs ``(..., T_q, d_v)`` by their log-sum-exps ``(..., T_q)``.
+
+    Every weight ``exp(lse_i - L)`` is at most 1, so nothing overflows however large the scores.
+    """
+    lse = torch.stack(lses)  # (num_splits, ..., T_q)
+    total = torch.logsumexp(lse, dim=0)  # L: the whole row's log-sum-exp
+    shares = torch.exp(lse - total)  # each chunk's share of the softmax mass; they sum to 1
+    return (shares[..., None] * torch.stack(outs)).sum(dim=0)
+
+
+def decode_work_units(batch: int, heads: int, num_splits: int = 1) -> int:
+    """Independent pieces of one decode step's attention: one per (sequence, head, split)."""
+    for name, value in (("batch", batch), ("heads", heads), ("num_splits", num_splits)):
+        validation.require_positive_int(name, value)
+    return batch * heads * num_splits
+
+
+def sm_busy_fraction(units: int, sm_count: int) -> float:
+    """The share of a GPU's SMs that ``units`` equal pieces keep busy, averaged over the waves
+    they run in: ``units / (waves * sm_count)`` with ``waves = ceil(units / sm_count)``."""
+    units = validation.require_positive_int("units", units)
+    sm_count = validation.require_positive_int("sm_count", sm_count)
+    return units / (math.ceil(units / sm_count) * sm_count)

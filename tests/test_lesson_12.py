@@ -1,0 +1,870 @@
+"""Notebook 12's helpers: the paged KV cache, continuous batching, split-KV and speculative decoding.
+
+Every proof compares with an independent computation: SDPA with ``enable_gqa`` over keys laid out
+contiguously for paged attention; the model's own forward (notebook 08's cache) for the paged
+engine; greedy decoding of each request alone for the scheduler; full attention for split-KV;
+the target's greedy decoding, its exact distribution and direct samples from it for speculative
+decoding. Shapes, pools, block sizes and request mixes are drawn by hypothesis.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from notebook_tools import verdict
+
+from helpers import exercises
+from helpers.env import single_thread
+from helpers.serving import (
+    BlockAllocator,
+    PagedKVCache,
+    PoolFull,
+    Request,
+    paged_attention,
+    serve,
+    speculative_decode,
+    split_kv_attention,
+)
+from helpers.serving import model as lm
+from helpers.serving.engine import feed
+from helpers.serving.paged import slot_weights
+from helpers.serving.scheduler import Scheduler
+from helpers.serving.speculative import (
+    residual,
+    speculative_rounds,
+    step_distribution,
+)
+from helpers.serving.split_kv import decode_work_units, merge_partials, sm_busy_fraction
+from helpers.serving.task import SUCCESSOR, phrase_sequences
+from helpers.serving.workload import request_lengths, request_mix, reserved_tokens
+from helpers.widgets import explore
+from helpers.widgets import serving as pictures
+
+FAST = settings(max_examples=25, deadline=None, derandomize=True)
+SLOW = settings(max_examples=12, deadline=None, derandomize=True)
+TOL = {torch.float64: 1e-10, torch.float32: 1e-5}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: one thread is faster, and steadier when the machine is busy."""
+    with single_thread():
+        yield
+
+
+def small_model(seed: int = 0, dtype=torch.float64) -> lm.TinyLM:
+    """An untrained two-layer model with GQA (2 query heads per KV head), quick to run."""
+    torch.manual_seed(seed)
+    return lm.TinyLM(lm.VOCAB, 16, 4, 2, 2).to(dtype).eval().requires_grad_(False)
+
+
+# --- paged attention ----------------------------------------------------------------------------
+
+
+@st.composite
+def paged_problems(draw):
+    """A pool, scattered block tables with junk past each sequence's last block, and lengths."""
+    h_kv = draw(st.sampled_from([1, 2, 3]))
+    h = h_kv * draw(st.sampled_from([1, 2, 4]))
+    size, d = draw(st.integers(1, 6)), draw(st.sampled_from([1, 4, 8]))
+    lens = draw(st.lists(st.integers(1, 20), min_size=1, max_size=5))
+    max_blocks = max(-(-n // size) for n in lens) + draw(st.integers(0, 2))
+    need = sum(-(-n // size) for n in lens)
+    num_blocks = need + draw(st.integers(0, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    order = rng.permutation(num_blocks)  # blocks handed out in a scrambled order
+    tables = rng.integers(-5, num_blocks + 5, (len(lens), max_blocks))  # junk everywhere...
+    taken = 0
+    for b, n in enumerate(lens):  # ...then each sequence's real blocks
+        used = -(-n // size)
+        tables[b, :used] = order[taken : taken + used]
+        taken += used
+    return rng, (num_blocks, h_kv, size, d), h, tables, np.array(lens)
+
+
+def contiguous_attention(q, k_cache, v_cache, tables, lens):
+    """SDPA with enable_gqa over each sequence's keys laid out end to end."""
+    rows = []
+    for b, n in enumerate(lens.tolist()):
+        size = k_cache.shape[2]
+        blocks = tables[b, : -(-n // size)].tolist()
+        k, v = (torch.cat([c[x] for x in blocks], dim=1)[:, :n] for c in (k_cache, v_cache))
+        rows.append(F.scaled_dot_product_attention(q[b, :, None], k, v, enable_gqa=True)[:, 0])
+    return torch.stack(rows)
+
+
+@FAST
+@given(paged_problems(), st.sampled_from([torch.float64, torch.float32]))
+def test_paged_attention_equals_attention_over_the_contiguous_cache(problem, dtype):
+    rng, pool, h, tables, lens = problem
+    k_cache, v_cache = (torch.from_numpy(rng.standard_normal(pool)).to(dtype) for _ in "kv")
+    q = torch.from_numpy(rng.standard_normal((len(lens), h, pool[3]))).to(dtype)
+    tables, lens = torch.from_numpy(tables), torch.from_numpy(lens)
+    out = paged_attention(q, k_cache, v_cache, tables, lens)
+    assert out.shape == q.shape and out.dtype == dtype
+    want = contiguous_attention(q.double(), k_cache.double(), v_cache.double(), tables, lens)
+    torch.testing.assert_close(out.double(), want, rtol=0, atol=TOL[dtype])
+
+
+def test_paged_attention_takes_numpy_arrays_and_gives_one_back():
+    rng = np.random.default_rng(0)
+    k_cache, v_cache = rng.standard_normal((2, 4, 2, 3, 5))
+    q, tables, lens = rng.standard_normal((2, 4, 5)), np.array([[3, 1], [0, -1]]), np.array([5, 2])
+    out = paged_attention(q, k_cache, v_cache, tables, lens)
+    assert isinstance(out, np.ndarray) and out.shape == (2, 4, 5)
+    want = contiguous_attention(*(torch.from_numpy(x) for x in (q, k_cache, v_cache)),
+                                torch.from_numpy(tables), lens)  # fmt: skip
+    np.testing.assert_allclose(out, want.numpy(), atol=1e-12)
+
+
+def test_stale_numbers_in_slots_past_a_sequence_change_nothing():
+    rng = np.random.default_rng(1)
+    k_cache, v_cache = (torch.from_numpy(rng.standard_normal((6, 2, 4, 8))) for _ in "kv")
+    q = torch.from_numpy(rng.standard_normal((2, 4, 8)))
+    tables, lens = torch.tensor([[2, 5], [0, -1]]), torch.tensor([6, 3])
+    clean = paged_attention(q, k_cache, v_cache, tables, lens)
+    for cache in (k_cache, v_cache):
+        cache[5, :, 2:] = float("nan")  # the unfilled end of sequence 0's last block
+        cache[0, :, 3:] = float("inf")  # ... and of sequence 1's
+        cache[[1, 3, 4]] = float("nan")  # blocks nobody holds
+    assert torch.equal(paged_attention(q, k_cache, v_cache, tables, lens), clean)
+
+
+def test_slot_weights_fall_on_each_sequences_own_slots_and_give_the_output():
+    rng = np.random.default_rng(2)
+    k_cache, v_cache = (torch.from_numpy(rng.standard_normal((6, 2, 4, 8))) for _ in "kv")
+    q = torch.from_numpy(rng.standard_normal((2, 4, 8)))
+    tables, lens = torch.tensor([[5, 2], [0, -1]]), torch.tensor([6, 3])
+    weights = slot_weights(q, k_cache, tables, lens)  # (B, h, num_blocks * block_size)
+    assert weights.shape == (2, 4, 24)
+    own = [{20, 21, 22, 23, 8, 9}, {0, 1, 2}]  # block 5, then half of block 2; 3 slots of block 0
+    for b in range(2):
+        assert {int(i) for i in weights[b].sum(0).nonzero()} == own[b]
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, dtype=torch.float64))
+    by_slot = v_cache.transpose(1, 2).reshape(24, 2, 8).repeat_interleave(2, dim=1)  # (slot, h, d)
+    out = torch.einsum("bhs,shd->bhd", weights, by_slot)
+    torch.testing.assert_close(out, paged_attention(q, k_cache, v_cache, tables, lens))
+
+
+# --- the block allocator ------------------------------------------------------------------------
+
+
+def check_allocator(allocator: BlockAllocator) -> None:
+    """Counts match the tables, free blocks are held by nobody, every slot is owned once."""
+    held = [0] * allocator.num_blocks
+    for table in allocator.tables.values():
+        for block in table:
+            held[block] += 1
+    assert held == allocator.refs
+    assert sorted(allocator.free_blocks) == [b for b, n in enumerate(held) if n == 0]
+    for seq, table in allocator.tables.items():
+        assert len(table) == allocator.blocks_for(allocator.lengths[seq])
+
+
+@FAST
+@given(st.integers(1, 5), st.integers(4, 16), st.lists(st.tuples(st.integers(0, 3),
+       st.integers(0, 5), st.integers(1, 9)), max_size=40))  # fmt: skip
+def test_block_allocator_keeps_counts_tables_and_free_list_consistent(size, num_blocks, ops):
+    allocator, names = BlockAllocator(num_blocks, size), [f"s{i}" for i in range(6)]
+    for op, who, n in ops:
+        seq, live = names[who], list(allocator.tables)
+        try:
+            if op == 0 and seq not in allocator.tables:
+                allocator.allocate(seq, n)
+            elif op == 1 and seq in allocator.tables:
+                slot, copy = allocator.append(seq)
+                table = allocator.tables[seq]
+                assert slot // size == table[-1] and allocator.refs[table[-1]] == 1
+                assert copy is None or copy[1] == table[-1]
+            elif op == 2 and live and seq not in allocator.tables:
+                allocator.fork(live[n % len(live)], seq)
+            elif op == 3 and seq in allocator.tables:
+                allocator.free(seq)
+        except PoolFull:
+            pass
+        check_allocator(allocator)
+
+
+def test_a_full_pool_refuses_without_touching_anyone():
+    allocator = BlockAllocator(3, 4)
+    allocator.allocate("a", 8)
+    with pytest.raises(PoolFull, match="needs 2 blocks for 5 tokens, 1 of 3 are free"):
+        allocator.allocate("b", 5)
+    assert "b" not in allocator.tables and allocator.tables["a"] == [0, 1]
+    check_allocator(allocator)
+
+
+def test_freed_blocks_are_reused_without_leaking_the_old_keys():
+    model = small_model()
+    cache = PagedKVCache(2, 4, 4, 2, 4, torch.float64)
+    feed(model, cache, "a", list(range(11)))  # blocks 0, 1, 2
+    old = list(cache.allocator.tables["a"])
+    cache.allocator.free("a")
+    cache.keys[:, old] = float("nan")  # whatever a finished request leaves behind
+    cache.values[:, old] = 1e30
+    tokens = [5, 3, 9, 1, 2, 7]
+    got = torch.cat([feed(model, cache, "b", tokens[:5]), feed(model, cache, "b", tokens[5:])])
+    assert set(cache.allocator.tables["b"]) <= set(old), "b reuses a's blocks"
+    torch.testing.assert_close(got, model(torch.tensor([tokens]))[0][0], rtol=0, atol=1e-10)
+
+
+def test_copy_on_write_gives_a_private_copy_and_leaves_the_shared_block_alone():
+    model = small_model()
+    cache = PagedKVCache(2, 8, 4, 2, 4, torch.float64)
+    prompt = [1, 2, 3, 4, 5, 6]
+    feed(model, cache, "base", prompt)  # blocks 0 (full) and 1 (2 of 4 slots)
+    cache.allocator.fork("base", "x")
+    shared = cache.keys[:, 1].clone()
+    got = feed(model, cache, "x", [7, 8])
+    tables = cache.allocator.tables
+    assert tables["base"] == [0, 1] and tables["x"][0] == 0 and tables["x"][1] not in (0, 1)
+    assert torch.equal(cache.keys[:, 1], shared), "the shared block was written"
+    assert torch.equal(cache.keys[:, tables["x"][1], :, :2], shared[:, :, :2]), "copied first"
+    assert cache.allocator.refs[:2] == [2, 1]
+    torch.testing.assert_close(
+        got, model(torch.tensor([prompt + [7, 8]]))[0][0, 6:], rtol=0, atol=1e-10
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize(
+    "chunks", [[13], [1] * 13, [6, 1, 1, 5]], ids=["prefill", "tokens", "mixed"]
+)
+def test_the_model_over_a_paged_cache_equals_its_own_forward(dtype, chunks):
+    model = small_model(dtype=dtype)
+    cache = PagedKVCache(2, 8, 3, 2, 4, dtype)
+    tokens, start, rows = phrase_sequences(1, 13, 3)[0].tolist(), 0, []
+    for n in chunks:
+        rows.append(feed(model, cache, "s", tokens[start : start + n]))
+        start += n
+    want = model(torch.tensor([tokens]))[0][0]
+    torch.testing.assert_close(torch.cat(rows), want, rtol=0, atol=TOL[dtype])
+
+
+# --- continuous batching --------------------------------------------------------------------
+
+
+@st.composite
+def request_mixes(draw):
+    count = draw(st.integers(1, 6))
+    requests = [
+        Request(i, draw(st.lists(st.integers(0, 15), min_size=1, max_size=9)),
+                draw(st.integers(1, 8)), draw(st.integers(0, 6)))
+        for i in range(count)
+    ]  # fmt: skip
+    size = draw(st.integers(1, 4))
+    biggest = max(-(-(len(r.prompt) + r.max_new_tokens - 1) // size) for r in requests)
+    num_blocks = biggest + draw(st.integers(0, 6))  # tight: preemption happens
+    return (
+        requests,
+        num_blocks,
+        size,
+        draw(st.integers(1, 4)),
+        draw(st.sampled_from(["continuous", "static"])),
+    )
+
+
+@SLOW
+@given(request_mixes())
+def test_serving_a_mix_equals_serving_each_request_alone(mix):
+    requests, num_blocks, size, max_batch, policy = mix
+    model = small_model()
+    result = serve(model, requests, num_blocks, size, max_batch, policy)
+    for r in result.requests:
+        alone = lm.generate(model, torch.tensor([r.prompt]), r.max_new_tokens)[0].tolist()
+        assert r.tokens == alone, f"request {r.rid} differs from serving it alone"
+        scores = model(torch.tensor([alone[:-1]]))[0][0, len(r.prompt) - 1 :]
+        torch.testing.assert_close(result.logits[r.rid], scores, rtol=0, atol=1e-10)
+    assert all(r.arrival <= r.first_token_step <= r.finish_step for r in result.requests)
+    assert all(len(h.prefills) + len(h.decodes) <= max_batch for h in result.history)
+
+
+def test_the_pool_is_never_overdrawn_and_ends_empty():
+    requests = request_mix(
+        10, seed=3, prompt_range=(4, 10), output_range=(2, 12), arrival_every=1.0
+    )
+    model = small_model()
+    result = serve(model, requests, num_blocks=12, block_size=2, max_batch=4)
+    assert sum(r.preemptions for r in result.requests) > 0, "the pool should be tight here"
+    for record in result.history:
+        assert sum(record.filled) <= 12 * 2
+        assert all(len(owners) <= 1 for owners in record.owners), "a block held twice"
+    assert not any(result.history[-1].owners), "every block back in the free list"
+
+
+def test_static_batching_admits_only_when_the_whole_batch_has_finished():
+    requests = request_mix(9, seed=4)
+    result = serve(
+        small_model(), requests, num_blocks=200, block_size=4, max_batch=3, policy="static"
+    )
+    running: set[int] = set()
+    for record in result.history:
+        if record.prefills:
+            assert not running, "admitted while others still ran"
+        running = (running | set(record.prefills)) - set(record.finished)
+    continuous = serve(small_model(), requests, num_blocks=200, block_size=4, max_batch=3)
+    assert continuous.steps < result.steps
+    assert continuous.outputs() == result.outputs()
+
+
+def test_a_request_that_can_never_fit_is_refused_before_anything_runs():
+    scheduler = Scheduler(PagedKVCache(1, 4, 2, 1, 2), max_batch=2)
+    with pytest.raises(ValueError, match=r"request 7 needs 5 blocks of 2 slots \(prompt 6 \+ "
+                       r"max_new_tokens 5 - 1 tokens\), more than the pool's num_blocks = 4"):  # fmt: skip
+        scheduler.add(Request(7, [1] * 6, 5))
+    fits = Request(8, [1] * 6, 3)  # 8 tokens: exactly the pool
+    scheduler.add(fits)
+    assert list(scheduler.waiting) == [fits]
+
+
+# --- split-KV ---------------------------------------------------------------------------------
+
+
+@FAST
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 40), st.integers(1, 8),
+       st.integers(1, 40), st.sampled_from([torch.float64, torch.float32]), st.integers(0, 99))  # fmt: skip
+def test_split_kv_attention_equals_full_attention(B, T_q, T_k, d, splits, dtype, seed):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, 2, T_q, d, generator=gen, dtype=torch.float64) * 3
+    k, v = (torch.randn(B, 2, T_k, d, generator=gen, dtype=torch.float64) for _ in "kv")
+    splits = min(splits, T_k)
+    got = split_kv_attention(q.to(dtype), k.to(dtype), v.to(dtype), splits)
+    assert got.dtype == dtype and got.shape == q.shape
+    want = F.scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=TOL[dtype])
+
+
+def test_split_kv_on_numpy_and_with_huge_scores():
+    rng = np.random.default_rng(5)
+    q, k, v = rng.standard_normal((3, 2, 50, 8))
+    got = split_kv_attention(q * 500, k, v, 7)  # scores in the thousands
+    assert isinstance(got, np.ndarray) and np.isfinite(got).all()
+    want = F.scaled_dot_product_attention(*(torch.from_numpy(x) for x in (q * 500, k, v)))
+    np.testing.assert_allclose(got, want.numpy(), atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_16_bit_inputs_give_16_bit_outputs_close_to_full_precision(dtype):
+    gen = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(2, 4, n, 16, generator=gen, dtype=torch.float64) for n in (1, 50, 50))
+    want = F.scaled_dot_product_attention(q, k, v)  # (2, 4, 1, 16)
+    got = split_kv_attention(q.to(dtype), k.to(dtype), v.to(dtype), 5)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=2e-2)
+    pool = k[0].reshape(4, 10, 5, 16).transpose(0, 1)  # 10 blocks of 5 tokens, (10, h_kv, 5, d)
+    values = v[0].reshape(4, 10, 5, 16).transpose(0, 1)
+    paged = paged_attention(q[0, :, 0][None].to(dtype), pool.to(dtype), values.to(dtype),
+                            torch.arange(10)[None], torch.tensor([50]))  # fmt: skip
+    assert paged.dtype == dtype
+    torch.testing.assert_close(paged[0].double(), want[0, :, 0], rtol=0, atol=2e-2)
+
+
+def test_merging_partials_weighs_each_by_its_share_of_the_softmax_mass():
+    outs = [torch.tensor([[1.0]]), torch.tensor([[3.0]])]
+    lses = [torch.tensor([math.log(1.0)]), torch.tensor([math.log(3.0)])]  # masses 1 and 3
+    assert merge_partials(outs, lses).item() == pytest.approx(0.25 * 1 + 0.75 * 3)
+
+
+def test_decode_work_and_sm_occupancy_are_counted_in_waves():
+    assert decode_work_units(1, 32) == 32 and decode_work_units(2, 32, 4) == 256
+    assert sm_busy_fraction(32, 132) == pytest.approx(32 / 132)
+    assert sm_busy_fraction(133, 132) == pytest.approx(
+        133 / 264
+    )  # two waves, the second nearly empty
+    assert sm_busy_fraction(264, 132) == 1.0
+
+
+# --- speculative decoding ------------------------------------------------------------------------
+
+
+class Counting:
+    """A callable that counts its calls."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, tokens):
+        self.calls += 1
+        return self.fn(tokens)
+
+
+@SLOW
+@given(st.integers(0, 50), st.integers(1, 6), st.integers(0, 15), st.integers(1, 7))
+def test_greedy_speculative_decoding_is_the_targets_greedy_decoding(seed, num_draft, new, T_0):
+    target, draft = small_model(seed), small_model(seed + 1)
+    prompt = torch.randint(0, 16, (1, T_0), generator=torch.Generator().manual_seed(seed))
+    got = speculative_decode(lm.CachedLM(target), lm.CachedLM(draft), prompt, new, num_draft)
+    assert torch.equal(got, lm.generate(target, prompt, new))
+    assert torch.equal(speculative_decode(target.logits, draft.logits, prompt, new, num_draft), got)
+
+
+@pytest.mark.parametrize("num_draft", [1, 2, 3, 4, 7])
+@pytest.mark.parametrize("new", [1, 5, 12, 13])
+def test_with_a_draft_that_always_agrees_the_target_checks_whole_rounds(num_draft, new):
+    target = small_model()
+    counted = Counting(target.logits)
+    speculative_decode(counted, target.logits, torch.tensor([[1, 2]]), new, num_draft)
+    assert counted.calls <= math.ceil(new / num_draft) + 1
+    assert counted.calls == math.ceil(new / (num_draft + 1))  # k + 1 tokens per round
+
+
+@st.composite
+def distribution_pairs(draw):
+    V = draw(st.integers(1, 6))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    p, q = (rng.dirichlet(np.ones(V) * 0.5) for _ in "pq")
+    for x in (p, q):  # some exact zeros, as a peaked softmax gives
+        x[rng.random(V) < 0.3] = 0.0
+        if x.sum() == 0:
+            x[0] = 1.0
+    return torch.from_numpy(p / p.sum()), torch.from_numpy(q / q.sum())
+
+
+@FAST
+@given(distribution_pairs())
+def test_one_speculative_token_is_distributed_exactly_as_the_target(pair):
+    p, q = pair
+    torch.testing.assert_close(step_distribution(p, q), p, rtol=0, atol=1e-12)
+    assert residual(p, q).sum().item() == pytest.approx(1.0)
+
+
+TABLE = torch.randn(4, 4, generator=torch.Generator().manual_seed(12), dtype=torch.float64) * 1.5
+BIAS = torch.tensor([2.0, 0.0, -1.0, 0.0], dtype=torch.float64)
+
+
+def table_target(tokens):
+    return TABLE[tokens]
+
+
+def table_draft(tokens):
+    return (TABLE + BIAS)[tokens]
+
+
+def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    expected = probs * counts.sum()
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_speculative_sampling_draws_pairs_as_the_target_does(temperature):
+    """4000 seeded runs; chi-square over the 16 pairs (15 degrees of freedom) below 37.7, its
+    0.1 % critical value; the draft's own pair distribution lies far beyond it."""
+    gen = torch.Generator().manual_seed(13)
+    counts = torch.zeros(4, 4, dtype=torch.float64)
+    for _ in range(4000):
+        out = speculative_decode(table_target, table_draft, torch.tensor([[2]]), 2, 2,
+                                 temperature, gen)  # fmt: skip
+        counts[out[0, 1], out[0, 2]] += 1
+    probs = lambda logits: torch.softmax(logits / temperature, -1)  # noqa: E731
+    exact = probs(TABLE[2])[:, None] * probs(TABLE)
+    drafted = probs(TABLE[2] + BIAS)[:, None] * probs(TABLE + BIAS)
+    assert chi_square(counts, exact) < 37.7
+    assert chi_square(counts, drafted) > 10 * 37.7
+
+
+def test_sampling_is_reproducible_and_leaves_the_global_random_state_alone():
+    target, draft = small_model(0), small_model(1)
+    prompt = torch.tensor([[3, 1, 4]])
+    state = torch.get_rng_state()
+    runs = [speculative_decode(target.logits, draft.logits, prompt, 10, 3, 0.8,
+                               torch.Generator().manual_seed(5)) for _ in range(2)]  # fmt: skip
+    assert torch.equal(runs[0], runs[1])
+    assert torch.equal(torch.get_rng_state(), state)
+    other = speculative_decode(target.logits, draft.logits, prompt, 10, 3, 0.8,
+                               torch.Generator().manual_seed(6))  # fmt: skip
+    assert not torch.equal(other, runs[0])
+
+
+def test_cached_model_equals_the_plain_model_through_rollbacks():
+    model = small_model()
+    cached = lm.CachedLM(model)
+    text = torch.randint(0, 16, (1, 12), generator=torch.Generator().manual_seed(2))
+    for stop, tail in ((5, []), (9, []), (7, [3, 3]), (12, []), (4, [1]), (4, [])):
+        tokens = torch.cat([text[:, :stop], torch.tensor([tail], dtype=torch.int64)], dim=1)
+        torch.testing.assert_close(cached(tokens), model(tokens)[0], rtol=0, atol=1e-10)
+    assert cached.forwards == 5  # the last call was a prefix of what it had seen
+    edited = text.clone()
+    edited[0, 2] = (edited[0, 2] + 1) % 16  # one token changed, the ones after it the same
+    torch.testing.assert_close(cached(edited), model(edited)[0], rtol=0, atol=1e-10)
+    assert cached.caches[0].length == 12 and cached.tokens_run == 5 + 4 + 2 + 5 + 1 + 10
+
+
+def test_rounds_keep_proposals_up_to_the_first_rejection():
+    models = lm.load_models(torch.float64)
+    prompt = phrase_sequences(1, 16, 2024)
+    for rnd in speculative_rounds(lm.CachedLM(models["target"]), lm.CachedLM(models["poor draft"]),
+                                  prompt, 20, 3):  # fmt: skip
+        assert rnd.new[: rnd.accepted] == rnd.proposals[: rnd.accepted]
+        assert rnd.accepted == len(rnd.proposals) or rnd.new[-1] != rnd.proposals[rnd.accepted]
+
+
+# --- the shipped models and their text ----------------------------------------------------------
+
+
+def test_phrases_repeat_and_follow_their_grammar_about_half_the_time():
+    text = phrase_sequences(500, 30, 0)
+    periods = [next(p for p in range(4, 13) if torch.equal(row[p:], row[:-p])) for row in text]
+    assert set(periods) == set(range(4, 13))
+    follows = np.mean([(SUCCESSOR[row[:-1]] == row[1:])[: p - 1].float().mean().item()
+                       for row, p in zip(text, periods, strict=True)])  # fmt: skip
+    assert 0.45 < follows < 0.6
+
+
+def test_the_shipped_target_copies_and_the_good_draft_agrees_with_it_more_than_the_poor_one():
+    models = lm.load_models()
+    prompts = phrase_sequences(32, 28, 77)  # at least two copies of every phrase
+    out = lm.generate(models["target"], prompts[:, :24], 4)
+    assert (out[:, 24:] == prompts[:, 24:]).float().mean() > 0.95
+    with torch.no_grad():
+        best = {name: m.logits(prompts).argmax(-1) for name, m in models.items()}
+    good = (best["good draft"] == best["target"]).float().mean()
+    poor = (best["poor draft"] == best["target"]).float().mean()
+    assert good > 0.85 and poor < 0.7
+
+
+def test_the_training_command_writes_weights_every_model_loads(tmp_path):
+    out = tmp_path / "weights.pt"
+    done = subprocess.run([sys.executable, "-m", "tools.train_serving", "--out", str(out),
+                           "--steps", "3"], check=True, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert "poor draft agrees with the target on" in done.stdout
+    state = torch.load(out, weights_only=True)
+    for name in lm.CONFIGS:
+        lm.make_model(name).load_state_dict(state[name])
+
+
+# --- memory of a request mix ----------------------------------------------------------------
+
+
+def test_reserved_slots_contiguous_and_paged():
+    lengths = np.array([1, 16, 17, 100])
+    assert reserved_tokens(lengths, 128) == 4 * 128
+    assert reserved_tokens(lengths, 128, block_size=16) == 16 + 16 + 32 + 112
+    assert reserved_tokens(lengths, 128, block_size=1) == lengths.sum()
+    drawn = request_lengths(500, 0, 300)
+    assert drawn.min() >= 1 and drawn.max() == 300  # the long tail is capped
+
+
+def test_request_mix_is_seeded_and_arrives_in_order():
+    a, b = request_mix(8, 1, arrival_every=2.0), request_mix(8, 1, arrival_every=2.0)
+    assert [(r.prompt, r.max_new_tokens, r.arrival) for r in a] == [
+        (r.prompt, r.max_new_tokens, r.arrival) for r in b
+    ]
+    assert [r.arrival for r in a] == sorted(r.arrival for r in a) and a[0].arrival == 0
+    assert all(2 <= r.max_new_tokens <= 48 and 4 <= len(r.prompt) <= 24 for r in a)
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+POOL = torch.zeros(4, 2, 3, 8)
+Q = torch.zeros(2, 4, 8)
+TABLES, LENS = torch.tensor([[0, 1], [2, -1]]), torch.tensor([6, 2])
+
+BAD = {
+    "a_block_table_past_the_pool": (
+        lambda: paged_attention(Q, POOL, POOL, torch.tensor([[0, 4], [2, -1]]), LENS),
+        ValueError,
+        r"block_tables\[0, 1\] = 4 is past the pool of num_blocks = 4.*seq_lens\[0\] = 6",
+    ),
+    "a_length_past_the_tables_capacity": (
+        lambda: paged_attention(Q, POOL, POOL, TABLES, torch.tensor([7, 2])),
+        ValueError,
+        r"seq_lens must lie in 1..max_blocks \* block_size = 2 \* 3 = 6, got \[7, 2\]",
+    ),
+    "a_length_of_zero": (
+        lambda: paged_attention(Q, POOL, POOL, TABLES, torch.tensor([0, 2])),
+        ValueError,
+        "seq_lens must lie in 1..",
+    ),
+    "heads_not_divisible_by_kv_heads": (
+        lambda: paged_attention(torch.zeros(2, 3, 8), POOL, POOL, TABLES, LENS),
+        ValueError,
+        r"h = 3 heads must be divisible by the cache's h_kv = 2: q \(2, 3, 8\)",
+    ),
+    "float_block_tables": (
+        lambda: paged_attention(Q, POOL, POOL, TABLES.float(), LENS),
+        TypeError,
+        r"block_tables must hold integers \(B, max_blocks\), got torch.float32 \(2, 2\)",
+    ),
+    "tables_for_another_batch": (
+        lambda: paged_attention(Q, POOL, POOL, TABLES[:1], LENS),
+        ValueError,
+        r"with q's B = 2: block_tables \(1, 2\), seq_lens \(2,\)",
+    ),
+    "a_cache_with_another_width": (
+        lambda: paged_attention(Q, torch.zeros(4, 2, 3, 6), torch.zeros(4, 2, 3, 6), TABLES, LENS),
+        ValueError,
+        r"with q's d = 8: q \(2, 4, 8\), k_cache \(4, 2, 3, 6\)",
+    ),
+    "a_list_for_q": (
+        lambda: paged_attention([[0.0]], POOL, POOL, TABLES, LENS),
+        TypeError,
+        "q must be a torch.Tensor or NumPy array, got list",
+    ),
+    "no_splits": (
+        lambda: split_kv_attention(torch.zeros(1, 4, 8), torch.zeros(5, 8), torch.zeros(5, 8), 0),
+        ValueError,
+        "num_splits must be positive, got 0",
+    ),
+    "more_splits_than_keys": (
+        lambda: split_kv_attention(torch.zeros(1, 4, 8), torch.zeros(5, 8), torch.zeros(5, 8), 6),
+        ValueError,
+        r"num_splits must lie in 1..T_k = 5 \(each chunk needs a key\), got 6; k \(5, 8\)",
+    ),
+    "vocabularies_that_differ": (
+        lambda: speculative_decode(
+            lambda t: torch.zeros(1, t.shape[1], 5),
+            lambda t: torch.zeros(1, t.shape[1], 4),
+            torch.tensor([[1]]),
+            3,
+        ),
+        ValueError,
+        r"draft and target must share one vocabulary: draft logits \(1, T, 4\), target logits \(1, 3, 5\)",
+    ),  # fmt: skip
+    "a_negative_temperature": (
+        lambda: speculative_decode(
+            table_target, table_draft, torch.tensor([[1]]), 3, temperature=-0.5
+        ),
+        ValueError,
+        "temperature must be a finite number, 0 or more, got -0.5",
+    ),
+    "a_generator_of_the_wrong_type": (
+        lambda: speculative_decode(
+            table_target, table_draft, torch.tensor([[1]]), 3, 2, 1.0, np.random.default_rng(0)
+        ),
+        TypeError,
+        "generator must be a torch.Generator or None, got numpy.random._generator.Generator",
+    ),  # fmt: skip
+    "a_prompt_of_floats": (
+        lambda: speculative_decode(table_target, table_draft, torch.tensor([[1.0]]), 3),
+        ValueError,
+        r"prompt must be int64 token ids \(1, T_0\) with T_0 >= 1, got torch.float32 \(1, 1\)",
+    ),
+    "a_model_that_is_not_callable": (
+        lambda: speculative_decode(table_target, "draft", torch.tensor([[1]]), 3),
+        TypeError,
+        r"draft must be callable: token ids \(1, T\) -> logits \(1, T, V\)",
+    ),
+    "a_model_that_returns_the_wrong_shape": (
+        lambda: speculative_decode(
+            lambda t: torch.zeros(t.shape[1], 4), table_draft, torch.tensor([[1]]), 3
+        ),
+        ValueError,
+        r"target must map token ids \(1, T\) to logits \(1, T, V\): given \(1, 3\) it returned \(3, 4\)",
+    ),  # fmt: skip
+    "an_unknown_policy": (
+        lambda: Scheduler(PagedKVCache(1, 4, 2, 1, 2), max_batch=2, policy="greedy"),
+        ValueError,
+        r"policy must be one of \('continuous', 'static'\), got 'greedy'",
+    ),
+    "an_empty_prompt": (
+        lambda: serve(small_model(), [Request(0, [], 3)], 8, 2, 2),
+        ValueError,
+        "request 0: prompt must be a non-empty list of token ids",
+    ),
+    "two_requests_with_one_rid": (
+        lambda: serve(small_model(), [Request(0, [1], 3), Request(0, [2], 3)], 8, 2, 2),
+        ValueError,
+        r"requests need distinct rids, got \[0, 0\]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_to_the_serving_helpers_gets_a_clear_error(case):
+    call, error, message = BAD[case]
+    with pytest.raises(error, match=message):
+        call()
+
+
+# --- notebook 12's exercises --------------------------------------------------------------------
+
+EXERCISES = ("gather_keys", "merge_two", "keep_and_residual")
+
+
+def test_notebook_12_registers_its_three_exercises():
+    assert {e.name for e in exercises.for_notebook("12")} == set(EXERCISES)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_every_exercise_of_notebook_12_reports_a_stub_as_not_attempted(name):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert verdict(name, stub) == "not attempted"
+
+
+def _gather(k_cache, table, seq_len):
+    used = -(-seq_len // k_cache.shape[2])
+    keys = k_cache[table[:used]].transpose(0, 1)
+    return keys.reshape(k_cache.shape[1], -1, k_cache.shape[3])[:, :seq_len]
+
+
+def _gather_without_transpose(k_cache, table, seq_len):  # heads and blocks mixed up
+    used = -(-seq_len // k_cache.shape[2])
+    return k_cache[table[:used]].reshape(k_cache.shape[1], -1, k_cache.shape[3])[:, :seq_len]
+
+
+def _gather_sorted(k_cache, table, seq_len):  # blocks in number order, not table order
+    used = -(-seq_len // k_cache.shape[2])
+    return _gather(k_cache, table[:used].sort().values, seq_len)
+
+
+def _gather_whole_blocks(k_cache, table, seq_len):  # the last block's empty slots kept
+    used = -(-seq_len // k_cache.shape[2])
+    return _gather(k_cache, table, used * k_cache.shape[2])
+
+
+def _merge(out_a, lse_a, out_b, lse_b):
+    lse = torch.logaddexp(lse_a, lse_b)
+    return torch.exp(lse_a - lse)[..., None] * out_a + torch.exp(lse_b - lse)[
+        ..., None
+    ] * out_b, lse
+
+
+def _merge_by_exp(out_a, lse_a, out_b, lse_b):  # right maths, overflows
+    a, b = torch.exp(lse_a), torch.exp(lse_b)
+    return (a[..., None] * out_a + b[..., None] * out_b) / (a + b)[..., None], torch.log(a + b)
+
+
+def _keep(p, q, token):
+    extra = (p - q).clamp(min=0)
+    return min(1.0, float(p[token] / q[token])), extra / extra.sum()
+
+
+RIGHT = {
+    "gather_keys": [_gather],
+    "merge_two": [_merge],
+    "keep_and_residual": [_keep],
+}
+WRONG = {
+    "gather_keys": {
+        "without_the_transpose": _gather_without_transpose,
+        "blocks_in_number_order": _gather_sorted,
+        "whole_blocks": _gather_whole_blocks,
+    },
+    "merge_two": {
+        "by_exp_of_lse": _merge_by_exp,
+        "plain_average": lambda a, la, b, lb: ((a + b) / 2, torch.logaddexp(la, lb)),
+        "lse_of_one_half": lambda a, la, b, lb: (_merge(a, la, b, lb)[0], la),
+        "output_only": lambda a, la, b, lb: _merge(a, la, b, lb)[0],
+    },
+    "keep_and_residual": {
+        "p_over_q_unclipped": lambda p, q, t: (float(p[t] / q[t]), _keep(p, q, t)[1]),
+        "resample_from_p": lambda p, q, t: (_keep(p, q, t)[0], p),
+        "residual_not_normalised": lambda p, q, t: (_keep(p, q, t)[0], (p - q).clamp(min=0)),
+        "residual_the_wrong_way": lambda p, q, t: (
+            _keep(p, q, t)[0],
+            (q - p).clamp(min=0) / (q - p).clamp(min=0).sum(),
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "answer"), [(n, a) for n, answers in RIGHT.items() for a in answers]
+)
+def test_notebook_12_exercises_pass_right_answers(name, answer):
+    assert verdict(name, answer) == "passed"
+
+
+@pytest.mark.parametrize(("name", "mistake"), [(n, m) for n, ms in WRONG.items() for m in ms])
+def test_notebook_12_exercises_reject_plausible_wrong_answers(name, mistake):
+    assert verdict(name, WRONG[name][mistake]) == "failed"
+
+
+CAUGHT_BY = [
+    ("gather_keys", "without_the_transpose", 1, "check the order of the blocks and of the axes"),
+    ("gather_keys", "blocks_in_number_order", 1, "check the order"),
+    ("gather_keys", "whole_blocks", 1, "expected (h_kv, seq_len, d) = (2, 10, 3), got (2, 12, 3)"),
+    ("merge_two", "output_only", 1, "return the tuple (out, lse)"),
+    ("merge_two", "plain_average", 2, "weigh each half by its share"),
+    ("merge_two", "lse_of_one_half", 2, "lse must be the log-sum-exp of all the scores"),
+    ("merge_two", "by_exp_of_lse", 3, "exp(lse) overflows"),
+    ("keep_and_residual", "p_over_q_unclipped", 1, "min(1, p/q) = 1.0, got 2"),
+    ("keep_and_residual", "resample_from_p", 2, "got [0.5 0.2 0.2 0.1]"),
+    ("keep_and_residual", "residual_not_normalised", 2, "max(0, p - q) normalised"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "mistake", "check", "message"), CAUGHT_BY, ids=[c[1] for c in CAUGHT_BY]
+)
+def test_each_check_of_notebook_12s_exercises_catches_its_own_mistake(
+    name, mistake, check, message, capsys
+):
+    exercises.check(name, WRONG[name][mistake])
+    out = capsys.readouterr().out
+    total = len(exercises.get(name).checks)
+    assert f"check {check} of {total} failed" in out and message in out, out
+
+
+# --- notebook 12's explorers --------------------------------------------------------------------
+
+
+def test_the_pool_picture_colours_each_held_block_and_counts_the_waste():
+    result = pictures.pool_run(4)
+    index = next(i for i, h in enumerate(result.history) if sum(1 for o in h.owners if o) >= 3)
+    record = result.history[index]
+    fig, text = pictures.render_pool(record.step, 4)
+    used = sum(1 for o in record.owners if o)
+    filled = sum(record.filled)
+    assert f"blocks in use {used} of 12 (block_size 4): {filled} of {used * 4} slots" in text
+    boxes = fig.axes[0].collections[0]
+    partly = sum(1 for o, f in zip(record.owners, record.filled, strict=True) if o and f < 4)
+    assert len(boxes.get_paths()) == 12 + partly  # every block, plus the pale end of partial ones
+    plt.close("all")
+
+
+def test_smaller_blocks_let_the_same_mix_finish_in_fewer_steps():
+    steps = [pictures.pool_run(size).steps for size in pictures.BLOCK_SIZES]
+    assert steps == sorted(steps) and steps[0] < steps[-1]
+
+
+def test_the_speculation_picture_shows_each_round_and_counts_its_calls():
+    fig, text = pictures.render_speculation(4, "good draft")
+    rounds, forwards = pictures.speculation_runs("good draft", 4)
+    assert f"24 new tokens in {len(rounds[0])} target calls" in text
+    assert f"{sum(forwards)} target calls instead of {pictures.SPEC_PROMPTS * 24}" in text
+    assert len(fig.axes[0].collections[0].get_paths()) == sum(
+        len(r.proposals) + 1 for r in rounds[0]
+    )
+    good, poor = pictures.acceptance("good draft", 4), pictures.acceptance("poor draft", 4)
+    assert good[0] > poor[0] and good[1] > poor[1]
+    plt.close("all")
+
+
+@pytest.mark.parametrize(
+    ("render", "args", "message"),
+    [(pictures.render_pool, (71, 4), "step must lie in 0..70, got 71"),
+     (pictures.render_pool, (3, 5), r"block_size must be one of \(2, 4, 8, 16\), got 5"),
+     (pictures.render_speculation, (9, "good draft"), "num_draft must be one of"),
+     (pictures.render_speculation, (2, "no draft"), "draft must be one of")],
+)  # fmt: skip
+def test_the_serving_pictures_name_the_bad_argument(render, args, message):
+    with pytest.raises(ValueError, match=message):
+        render(*args)
+
+
+def test_serving_explorers_redraw_when_driven_headless():
+    step = widgets.IntSlider(value=3, min=0, max=pictures.MAX_STEP)
+    box = explore(pictures.render_pool, step=step,
+                  block_size=widgets.Dropdown(options=pictures.BLOCK_SIZES, value=4))  # fmt: skip
+    first = box.image.value
+    step.value = 20
+    assert box.image.value != first and "step " in box.caption.value
+    k = widgets.IntSlider(value=2, min=1, max=8)
+    box = explore(pictures.render_speculation, num_draft=k,
+                  draft=widgets.ToggleButtons(options=pictures.DRAFTS, value="poor draft"))  # fmt: skip
+    first = box.image.value
+    k.value = 3
+    assert box.image.value != first and "proposals kept" in box.caption.value
