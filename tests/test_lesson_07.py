@@ -8,21 +8,29 @@ import io
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import ROOT
 from notebook_tools import code_cells, read, verdict
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from helpers import exercises
+from helpers import bench, exercises
+from helpers.bench import attention_flops
+from helpers.bench import ceiling as bench_ceiling
 from helpers.bench.live import time_layers
 from helpers.bench.peaks import find_peak
 from helpers.bench.results import load_gpu_runs
 from helpers.widgets import explore, kernel_memory
+
+CPU = torch.device("cpu")
 
 NOTEBOOK = ROOT / "notebooks" / "07_fused_kernels_on_the_gpu.ipynb"
 
@@ -32,15 +40,37 @@ def test_notebook_07_registers_three_exercises():
     assert names == {"attention_flops", "weights_bytes", "attention_tolerance"}
 
 
-def test_flop_exercise_rejects_a_count_that_forgets_the_causal_half():
-    def full(B, h, T, d_k, causal):
-        return 4 * B * h * T * T * d_k
+def _full_flops(B, h, T, d_k, causal):
+    return 4 * B * h * T * T * d_k
 
+
+def test_flop_exercise_accepts_half_the_work_and_the_exact_causal_count():
     def halved(B, h, T, d_k, causal):
-        return full(B, h, T, d_k, causal) / (2 if causal else 1)
+        return _full_flops(B, h, T, d_k, causal) / (2 if causal else 1)
 
-    assert verdict("attention_flops", full) == "failed"
+    def exact(B, h, T, d_k, causal):  # the T (T + 1) / 2 pairs on and below the diagonal
+        pairs = T * (T + 1) // 2 if causal else T * T
+        return 4 * B * h * pairs * d_k
+
     assert verdict("attention_flops", halved) == "passed"
+    assert verdict("attention_flops", exact) == "passed"
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [lambda T: T * T, lambda T: T * (T - 1) // 2],
+    ids=["forgets_the_mask", "forgets_the_diagonal"],
+)
+def test_flop_exercise_rejects_a_causal_count_of_the_wrong_pairs(pairs):
+    def counted(B, h, T, d_k, causal):
+        return 4 * B * h * (pairs(T) if causal else T * T) * d_k
+
+    assert verdict("attention_flops", counted) == "failed"
+
+
+def test_flop_exercise_hint_says_both_causal_counts_are_accepted():
+    (flops,) = [e for e in exercises.for_notebook("07") if e.name == "attention_flops"]
+    assert "T * (T + 1) / 2" in flops.hint and "both are accepted" in flops.hint
 
 
 def test_weights_exercise_rejects_four_bytes_for_every_dtype():
@@ -298,3 +328,69 @@ def test_no_prose_says_memory_is_measured_only_on_cuda():
     text = " ".join(c.source for c in read(NOTEBOOK).cells if c.cell_type == "markdown")
     assert "only measured on CUDA" not in text and "real peaks on CUDA" not in text
     assert "on a CPU from the PyTorch profiler" in text
+
+
+def _cell(marker: str):
+    """The one code cell of notebook 07 whose source contains ``marker``."""
+    cells = [c for c in code_cells(read(NOTEBOOK)) if marker in c.source]
+    assert len(cells) == 1, marker
+    return cells[0]
+
+
+def _run_cells(*markers: str, scope: dict | None = None, **names) -> str:
+    """Run the cells found by ``markers`` one after the other, in ``scope``; what they print."""
+    scope = {} if scope is None else scope
+    scope.update(torch=torch, F=F, np=np, **names)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for marker in markers:
+            exec(compile(_cell(marker).source, f"nb07-{marker}", "exec"), scope)
+    return out.getvalue()
+
+
+def test_ceiling_is_timed_in_every_round_between_the_attention_it_is_compared_with(monkeypatch):
+    # A fake machine: the matmul runs at 1 TFLOP/s and attention at 0.5, except in round 3, when
+    # other work slows both threefold. Measured round by round, the share stays 50 %.
+    events, slowdown = [], {"factor": 1.0}
+
+    def matmul_rate(device, dtype="float32", size=1024, min_run_time=0.1):
+        events.append("matmul")
+        slowdown["factor"] = 3.0 if events.count("matmul") == 3 else 1.0
+        return 1.0 / slowdown["factor"]
+
+    def attention_seconds(call, device, min_run_time):
+        events.append("attention")
+        seq_len = call.args[0].shape[-2]
+        return attention_flops(2, 4, seq_len, 16) / 0.5e12 * slowdown["factor"]
+
+    monkeypatch.setattr(bench_ceiling, "measured_matmul_tflops", matmul_rate)
+    monkeypatch.setattr(bench, "median_seconds", attention_seconds)
+    text = _run_cells("ceilings, seconds = ", "round r's rate", device=CPU)
+    assert events == (["matmul"] + ["attention"] * 4) * 5  # alternating, round by round
+    assert text.count("x4.0  (x4.0 to x4.0)") == 3  # the core's T² time, doubling by doubling
+    assert "(median of 5 rounds: 0.333 to 1)" in text
+    assert text.count(" 50% of the matmul (50% to 50%)") == 4, text
+
+
+def test_sdpa_warns_with_its_reasons_only_when_no_allowed_backend_can_run():
+    q, k = torch.randn(2, 1, 2, 8, 16)
+    v = torch.randn(1, 2, 8, 8)  # narrower than q and k: the CPU flash kernel refuses it
+    with warnings.catch_warnings(record=True) as heard:
+        warnings.simplefilter("always")
+        assert F.scaled_dot_product_attention(q, k, v).shape == (1, 2, 8, 8)  # math, silently
+    assert heard == []
+    with warnings.catch_warnings(record=True) as heard, pytest.raises(RuntimeError):
+        warnings.simplefilter("always")
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            F.scaled_dot_product_attention(q, k, v)
+    assert any("same last dimension" in str(w.message) for w in heard)
+
+
+def test_three_tf32_products_recover_float32_accuracy_where_one_does_not():
+    scope = {}
+    text = _run_cells("def to_tf32", scope=scope)
+    one, three = (float(re.search(r"([\d.]+) eps", line).group(1)) for line in text.splitlines())
+    assert one > 1000 and three < 2, text
+    # 10 mantissa bits kept: 2**-12 is rounded away, and 2**-11 (a tie) away from zero
+    x = torch.tensor([1 + 2**-10 + 2**-12, -(1 + 2**-11)], dtype=torch.float32)
+    assert scope["to_tf32"](x).tolist() == [1 + 2**-10, -(1 + 2**-10)]

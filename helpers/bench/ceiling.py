@@ -37,7 +37,8 @@ def measured_matmul_tflops(
     Timed (after one warm-up call) with :func:`helpers.bench.timing.median_seconds`, i.e.
     ``torch.utils.benchmark`` with the device synchronised, exactly as the benchmark times its
     rows (same timer, thread count and synchronisation), so a row's TFLOP/s divided by this
-    rate compares like with like (notebook 07, section 8). The rate is
+    rate compares like with like (notebook 07, *Going further*, times it in every round
+    between the attention it is compared with, so that both see the same load). The rate is
     ``2 * size**3 / median seconds / 1e12``. On a large GPU use ``size=8192`` and ``bfloat16``.
     """
     require_positive_int("size", size)

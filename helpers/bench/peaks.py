@@ -3,11 +3,12 @@
 Figures are **dense** (no 2:4 sparsity) tensor-core TFLOP/s with FP32 accumulation, which is what
 PyTorch's bf16/fp16 matmuls use, and the plain FP32 (CUDA-core) rate for float32, since PyTorch
 does not use TF32 for float32 matmuls unless ``torch.backends.cuda.matmul.allow_tf32`` (or
-``torch.set_float32_matmul_precision("high")``) turns it on. That bound is for float32 *matmuls*:
-float32 SDPA on CUDA is not bounded by it. Flash and cuDNN reject float32, so SDPA runs the
-memory-efficient kernel, which on compute capability 8.0 or newer may use tensor cores through
-TF32; a float32 SDPA row's ``peak_fraction`` above 1 is then not a measurement error (not yet
-confirmed on a GPU run of this course: notebook 07, section 7). Data sheets print the sparse figure
+``torch.set_float32_matmul_precision("high")``) turns it on. That bound is for float32 *matmuls*,
+not float32 SDPA: flash and cuDNN reject float32, and the memory-efficient kernel that runs
+instead multiplies, on compute capability 8.0 or newer, with CUTLASS's 3xTF32 (three TF32
+tensor-core products per float32 one: about float32's accuracy, roughly a third of the TF32
+rate, whatever ``allow_tf32`` says), so its share of the FP32 peak can exceed 1 without any
+measurement error (notebook 07, *Going further*). Data sheets print the sparse figure
 (marked "with sparsity"), twice the dense one. GeForce cards run FP16 with FP32 accumulation at
 half the rate of FP16 with FP16 accumulation; their whitepapers print both and we take the
 first. Sources, by row, with each figure as printed there:
@@ -17,7 +18,8 @@ first. Sources, by row, with each figure as printed there:
   architecture whitepaper gives 989.4 dense, 1978.9 sparse). PCIe: FP32 51, BF16 and FP16
   1,513 with sparsity, so 756 dense.
 - H200 SXM: NVIDIA H200 Tensor Core GPU data sheet, H200 SXM column: FP32 67 TFLOPS, BF16 and
-  FP16 Tensor Core 1,979 TFLOPS with sparsity, so 989 dense (the same GH100 compute as H100 SXM).
+  FP16 Tensor Core 1,979 TFLOPS with sparsity, so 989 dense: the H100 SXM's figures, since the
+  H200 has the same GH100 compute die and changes only the memory (141 GB of HBM3e).
 - A100 (SXM and PCIe, 40 and 80 GB): NVIDIA A100 Tensor Core GPU data sheet: FP32 19.5 TFLOPS;
   BFLOAT16 and FP16 Tensor Core 312 TFLOPS, 624 with sparsity.
 - RTX 4090: NVIDIA Ada GPU Architecture whitepaper, appendix table for the GeForce RTX 4090:

@@ -1,4 +1,4 @@
-"""Exercises of notebook 07: count attention's FLOPs, size its weights, pick a dtype tolerance.
+"""Exercises of notebook 07: pick a dtype tolerance, size the weights, count attention's FLOPs.
 
 The checks count with their own loops (one matmul at a time) or measure errors themselves, so
 a learner's formula is compared with an independent computation, not with ``helpers.bench``.
@@ -17,10 +17,16 @@ def _matmul_flops(m: int, k: int, n: int) -> int:
     return 2 * m * k * n
 
 
-def _attention_flops_by_matmuls(B: int, h: int, T: int, d_k: int, causal: bool) -> float:
+def _attention_flops_by_matmuls(B: int, h: int, T: int, d_k: int) -> int:
     per_head = _matmul_flops(T, d_k, T) + _matmul_flops(T, T, d_k)  # q k^T, then weights @ v
-    total = sum(per_head for _ in range(B * h))
-    return total / 2 if causal else total
+    return sum(per_head for _ in range(B * h))
+
+
+def _causal_flops_by_pairs(B: int, h: int, T: int, d_k: int) -> int:
+    """Only the allowed (query, key) pairs: 2 d_k FLOPs for the score, 2 d_k for its share of
+    ``weights @ v``. The pairs are counted on a real causal mask: T (T + 1) / 2 of them."""
+    pairs = int(torch.ones(T, T, dtype=torch.bool).tril().sum())
+    return B * h * pairs * (2 * d_k + 2 * d_k)
 
 
 @exercise(
@@ -28,30 +34,37 @@ def _attention_flops_by_matmuls(B: int, h: int, T: int, d_k: int, causal: bool) 
     notebook="07",
     hint=(
         "Two matmuls per head, q @ k^T (T x d_k times d_k x T) and weights @ v (T x T times "
-        "T x d_k), each 2 * T * T * d_k FLOPs; times B * h; halve it when causal."
+        "T x d_k), each 2 * T * T * d_k FLOPs; times B * h. With causal=True count the allowed "
+        "(query, key) pairs only: either half of the T * T (the usual convention) or exactly "
+        "the T * (T + 1) / 2 pairs on and below the diagonal; both are accepted."
     ),
 )
 def _attention_flops():
-    """Notebook 07, section 7 (FLOPs, time and TFLOP/s), exercise 1."""
+    """Notebook 07, section 7 (FLOPs, time and TFLOP/s), exercise 3."""
 
     def counts_one_head(fn):
         got = fn(1, 1, 4, 2, False)
-        want = _attention_flops_by_matmuls(1, 1, 4, 2, False)
+        want = _attention_flops_by_matmuls(1, 1, 4, 2)
         assert got == want, f"B=h=1, T=4, d_k=2: expected {want}, got {got}"
 
     def scales_with_batch_and_heads(fn):
         for size in [(2, 3, 16, 8), (4, 12, 128, 64)]:
-            got, want = fn(*size, False), _attention_flops_by_matmuls(*size, False)
+            got, want = fn(*size, False), _attention_flops_by_matmuls(*size)
             assert got == want, f"(B, h, T, d_k)={size}: expected {want}, got {got}"
 
-    def halves_when_causal(fn):
-        got, want = fn(2, 4, 64, 16, True), _attention_flops_by_matmuls(2, 4, 64, 16, True)
-        assert got == want, f"causal (2, 4, 64, 16): expected {want}, got {got}"
+    def counts_the_allowed_pairs_when_causal(fn):
+        size = (2, 4, 64, 16)
+        got = fn(*size, True)
+        half, exact = _attention_flops_by_matmuls(*size) / 2, _causal_flops_by_pairs(*size)
+        assert got in (half, exact), (
+            f"causal (2, 4, 64, 16): expected {half:.0f} (half the full count) or {exact} "
+            f"(exactly the T(T+1)/2 allowed pairs), got {got}"
+        )
 
     return [
         ("counts the two matmuls of one head", counts_one_head),
         ("multiplies by batch and heads", scales_with_batch_and_heads),
-        ("halves the count for a causal mask", halves_when_causal),
+        ("counts the allowed pairs for a causal mask", counts_the_allowed_pairs_when_causal),
     ]
 
 
@@ -64,7 +77,7 @@ def _attention_flops():
     ),
 )
 def _weights_bytes():
-    """Notebook 07, section 7 (FLOPs, time and TFLOP/s), exercise 2."""
+    """Notebook 07, section 5 (What is lost: the weights), exercise 2."""
 
     def counts_float32(fn):
         got = fn(2, 3, 5, torch.float32)
@@ -104,7 +117,7 @@ def _attention_error(dtype: torch.dtype, seed: int) -> float:
     ),
 )
 def _attention_tolerance():
-    """Notebook 07, section 7 (FLOPs, time and TFLOP/s), exercise 3."""
+    """Notebook 07, section 2 (Dtypes and the error they bring), exercise 1."""
 
     dtypes = (torch.float32, torch.bfloat16, torch.float16)
 

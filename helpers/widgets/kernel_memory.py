@@ -94,7 +94,8 @@ def _sdpa_bytes(seq_len, d_k: int, dtype: str, batch: int, heads: int):
 def weights_bytes(seq_len, dtype: str, batch: int = BATCH, heads: int = HEADS):
     """Bytes of the explicit weights ``(B, h, T, T)``; ``seq_len`` (T) may be an array.
 
-    Checked against a real tensor's size in notebook 07, section 5 (What is lost: the weights).
+    Exercise 2's count, printed at the GPU runs' sizes in notebook 07, section 5 (What is lost:
+    the weights).
     """
     _check_sizes(seq_len, dtype, batch, heads)
     return _weights_bytes(seq_len, dtype, batch, heads)
@@ -103,7 +104,7 @@ def weights_bytes(seq_len, dtype: str, batch: int = BATCH, heads: int = HEADS):
 def sdpa_bytes(seq_len, d_k: int, dtype: str, batch: int = BATCH, heads: int = HEADS):
     """Bytes a flash-style kernel keeps: q, k, v, output ``(B, h, T, d_k)`` and ``(B, h, T)`` float32.
 
-    Drawn by the explorer of notebook 07, section 5 (What is lost: the weights).
+    Drawn by the explorer of notebook 07, section 7 (FLOPs, time and TFLOP/s).
     """
     _check_sizes(seq_len, dtype, batch, heads, d_k)
     return _sdpa_bytes(seq_len, d_k, dtype, batch, heads)
@@ -127,7 +128,7 @@ def longest_fitting(bytes_at: Callable[[int], float], memory: float) -> int:
     """The largest ``T`` with ``bytes_at(T) <= memory``, for a ``bytes_at`` that grows with T.
 
     0 when nothing fits, not even ``T = 1``. The "fits up to T" lines of the explorer of
-    notebook 07, section 5 (What is lost: the weights).
+    notebook 07, section 7 (FLOPs, time and TFLOP/s).
     """
     if not callable(bytes_at):
         raise TypeError(
@@ -183,7 +184,7 @@ def render_kernel_memory(log2_t: int, d_k: int, dtype: str, device: str) -> tupl
 
     ``log2_t`` picks ``T = 2 ** log2_t``; the text gives the FLOPs, the time they take at the
     device's dense peak (a lower bound), both memories and the longest T that fits. The
-    explorer of notebook 07, section 5 (What is lost: the weights).
+    explorer of notebook 07, section 7 (FLOPs, time and TFLOP/s).
     """
     _check(log2_t, d_k, dtype, device)  # before the figure: a refused call leaves none open
     seq_len = 2**log2_t
