@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import ast
 import copy
-import shutil
 import sys
 from pathlib import Path
 
 import nbformat
 
 from tools.exercise_cells import Exercise, PatternError, find_exercises, read
-from tools.syllabus import ROOT, notebook_paths
+from tools.syllabus import NOTEBOOK_GLOB, ROOT, notebook_paths
 
 NOTE = (
     "> **Student copy.** The exercises' *Solution* cells are left out of this copy; each "
@@ -82,10 +81,12 @@ def _shown(path: Path) -> Path:
 
 
 def write(copies: dict[str, nbformat.NotebookNode], folder: Path) -> None:
-    """Replace the folder's contents with the copies."""
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    """Write the copies into the folder, removing older lesson copies no longer made there;
+    nothing else in the folder is touched."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob(NOTEBOOK_GLOB):
+        if stale.name not in copies:
+            stale.unlink()
     for name, nb in copies.items():
         nbformat.write(nb, folder / name)
 
