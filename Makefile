@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test lint notebooks sync-notebooks site bench clean
+.PHONY: setup lab test lint notebooks sync-notebooks site bench student nbgrader clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,17 @@ sync-notebooks: setup
 
 site: setup
 	$(PY) -m tools.site site
+
+# For teachers (TEACHING.md, "Running a graded class"): every notebook without its solutions,
+# and an nbgrader course folder graded by the course's own checkers (only its source/ is rewritten).
+STUDENT_DIR ?= build/student
+NBGRADER_DIR ?= build/nbgrader
+
+student: setup
+	$(PY) -m tools.student $(STUDENT_DIR)
+
+nbgrader: setup
+	$(PY) -m tools.nbgrader_course $(NBGRADER_DIR)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site test-artifacts

@@ -96,10 +96,10 @@ def setup(seed: int = 0) -> np.random.Generator:
 def version_report() -> dict[str, str]:
     """Versions of Python and the libraries the course uses, plus where it runs.
 
-    Printed in notebook 00, section 1 (Your environment).
+    Printed in notebook 00, section 1 (Your environment). Without PyTorch (enough for notebooks
+    00-04) it says so, and the device is the CPU.
     """
     import matplotlib
-    import torch
 
     try:
         import ipywidgets
@@ -107,12 +107,18 @@ def version_report() -> dict[str, str]:
         widgets_version = ipywidgets.__version__
     except ImportError:
         widgets_version = "not installed"
+    try:
+        import torch
+
+        torch_version, device = torch.__version__, str(pick_device())
+    except ImportError:
+        torch_version, device = "not installed (notebooks 00-04 do not need it)", "cpu"
     return {
         "python": platform.python_version(),
         "numpy": np.__version__,
-        "torch": torch.__version__,
+        "torch": torch_version,
         "matplotlib": matplotlib.__version__,
         "ipywidgets": widgets_version,
-        "device": str(pick_device()),
+        "device": device,
         "where": "Google Colab" if in_colab() else "local Jupyter",
     }

@@ -1,0 +1,183 @@
+"""An nbgrader course folder made from the notebooks, graded by the course's own checkers.
+
+``python -m tools.nbgrader_course [folder]`` (what ``make nbgrader`` runs; the folder defaults
+to ``build/nbgrader``) writes ``source/<lesson>/<lesson>.ipynb`` for every notebook, and an
+``nbgrader_config.py`` if the folder has none yet (a teacher's edits to it are kept). Only
+``source/`` is rewritten: the gradebook, submissions and feedback of a running class stay.
+
+In each notebook, every exercise (``tools.exercise_cells``) becomes two cells:
+
+- an **answer cell** (autograded answer): the stub, whose ``raise NotImplementedError`` line is
+  replaced by the course's solution between ``### BEGIN SOLUTION`` and ``### END SOLUTION``.
+  ``nbgrader generate_assignment`` puts that line back (``ClearSolutions.code_stub`` in the
+  config), so a student's cell reads exactly as the course's own stub;
+- a locked **test cell** worth one point: the course's ``check(...)`` call, which prints the
+  verdict and hint a learner sees in the course, then an ``assert`` on that verdict.
+
+The solution's prose after ``</details>`` stays, as a markdown cell after the test cell.
+Outputs are cleared: nbgrader runs the notebooks itself. Every notebook is read and checked
+before anything is written: one that breaks the exercise pattern stops the command with one
+line naming the notebook and the cell.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import nbformat
+
+from tools.exercise_cells import (
+    STUB_LINE,
+    Exercise,
+    PatternError,
+    find_exercises,
+    read,
+    solution_parts,
+    stub_parts,
+)
+from tools.syllabus import ROOT, notebook_paths
+
+POINTS = 1  # per exercise
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+
+CONFIG = f'''"""nbgrader's settings for the course "Attention, Head by Head".
+
+Written once by `make nbgrader` (tools/nbgrader_course.py), which keeps your edits: it rewrites
+only source/. Run nbgrader from this folder. TEACHING.md, "Running a graded class", has the rest.
+"""
+
+c = get_config()  # noqa: F821 (nbgrader's config loader provides it)
+
+c.CourseDirectory.course_id = "attention-head-by-head"
+
+# A released answer cell reads exactly as the course's own stub.
+c.ClearSolutions.code_stub = {{"python": "{STUB_LINE}"}}
+
+# Seconds a cell may run when autograding (nbgrader's default is 30). The lessons run in well
+# under a minute on a 2-core CPU; a slow or busy grading machine gets room to spare.
+c.Execute.timeout = 300
+
+# On JupyterHub, students fetch and submit through nbgrader's exchange, a folder that every
+# user can reach (nbgrader's default is /usr/local/share/nbgrader/exchange):
+# c.Exchange.root = "/srv/nbgrader/exchange"
+'''
+
+
+def answer_source(exercise: Exercise) -> str:
+    """The stub without its check, the course's solution in place of its ``raise`` line."""
+    before, indent, after = stub_parts(exercise)
+    setup, body = solution_parts(exercise)
+    region = [*setup.splitlines(), ""] if setup else []
+    region += body.splitlines()
+    lines = [before] if before else []
+    lines += [indent + BEGIN]
+    lines += [indent + line if line.strip() else "" for line in region]
+    lines += [indent + END]
+    return "\n".join([*lines, after]).rstrip()
+
+
+def released_source(exercise: Exercise) -> str:
+    """What ``nbgrader generate_assignment`` makes of the answer cell: the course's stub
+    without its ``check(...)`` line."""
+    before, indent, after = stub_parts(exercise)
+    lines = [before] if before else []
+    return "\n".join([*lines, indent + STUB_LINE, after]).rstrip()
+
+
+def graded_source(exercise: Exercise) -> str:
+    """The graded cell: the course's check, then an assert on its verdict."""
+    name, function = exercise.name, exercise.function
+    return (
+        "from helpers.exercises import RESULTS, check\n\n"
+        f'check("{name}", {function})\n'
+        f'assert RESULTS["{name}"] == "passed", "{name}: see the checker\'s verdict above"'
+    )
+
+
+def _metadata(grade_id: str, solution: bool, points: int | None = None) -> dict:
+    grading = {
+        "grade": points is not None,
+        "grade_id": grade_id,
+        "locked": not solution,
+        "schema_version": 3,
+        "solution": solution,
+        "task": False,
+    }
+    if points is not None:
+        grading["points"] = points
+    return {"nbgrader": grading}
+
+
+def source_notebook(nb: nbformat.NotebookNode, exercises: list[Exercise]) -> nbformat.NotebookNode:
+    """The notebook as nbgrader's source: answer and test cells, outputs cleared."""
+    made = copy.deepcopy(nb)
+    made.metadata.pop("widgets", None)  # the widget state of outputs that are cleared
+    by_stub = {exercise.stub_cell: exercise for exercise in exercises}
+    solutions = {exercise.solution_cell for exercise in exercises}
+    cells = []
+    for index, cell in enumerate(made.cells):
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        if index in solutions:
+            continue
+        exercise = by_stub.get(index)
+        if exercise is None:
+            cells.append(cell)
+            continue
+        cell.source = answer_source(exercise)
+        cell.metadata.update(_metadata(exercise.name, solution=True))
+        test = nbformat.v4.new_code_cell(graded_source(exercise))
+        test.metadata.update(_metadata(f"{exercise.name}_check", solution=False, points=POINTS))
+        cells += [cell, test]
+        if exercise.prose:
+            cells.append(nbformat.v4.new_markdown_cell(exercise.prose))
+    made.cells = cells
+    return made
+
+
+def build(paths: list[Path]) -> dict[str, nbformat.NotebookNode]:
+    """Every notebook's nbgrader source by lesson name; a PatternError before any is made."""
+    notebooks = {path: read(path) for path in paths}
+    exercises = {path: find_exercises(nb, _shown(path)) for path, nb in notebooks.items()}
+    return {path.stem: source_notebook(notebooks[path], exercises[path]) for path in paths}
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def write(sources: dict[str, nbformat.NotebookNode], folder: Path) -> bool:
+    """Write ``source/<lesson>/<lesson>.ipynb`` and, if missing, the config; True if it was."""
+    for lesson, nb in sources.items():
+        (folder / "source" / lesson).mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, folder / "source" / lesson / f"{lesson}.ipynb")
+    config = folder / "nbgrader_config.py"
+    if config.exists():
+        return False
+    config.write_text(CONFIG)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0]) if argv else ROOT / "build" / "nbgrader"
+    try:
+        sources = build(notebook_paths())
+    except PatternError as error:
+        print(f"{error}; nothing written", file=sys.stderr)
+        return 1
+    wrote_config = write(sources, folder)
+    count = sum(
+        bool(c.metadata.get("nbgrader", {}).get("grade"))
+        for nb in sources.values()
+        for c in nb.cells
+    )
+    shown = _shown(folder.resolve())
+    print(f"{len(sources)} lessons, {count} graded exercises, in {shown}/source")
+    print(f"{shown}/nbgrader_config.py: {'written' if wrote_config else 'kept as it was'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
