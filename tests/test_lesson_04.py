@@ -133,7 +133,7 @@ def test_exercise_checker_rejects_a_plausible_wrong_answer(name, wrong):
 def test_split_with_the_notebooks_sizes_is_told_to_read_them_from_x_shape(capsys):
     exercises.check("split_into_heads", _split_with_the_notebooks_sizes)
     out = capsys.readouterr().out
-    assert "check 2 of 3 failed" in out
+    assert "check 2 (of 3) failed" in out
     assert "Read the sizes from x.shape, not from the notebook's B, T and D" in out
 
 
