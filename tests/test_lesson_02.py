@@ -219,3 +219,33 @@ def test_self_attention_checker_rejects_values_that_skip_w_v():
 
     assert verdict("self_attention", right) == "passed"
     assert verdict("self_attention", skips_w_v) == "failed"
+
+
+@pytest.mark.parametrize(
+    ("divisor", "what"),
+    [
+        (lambda d_model, d_k: 1.0, "not divided by √d_k (d_k = 8 here)"),
+        (lambda d_model, d_k: d_model, "divided by √D (D = 4, the width of x) instead of √d_k"),
+    ],
+    ids=["not_scaled", "divided_by_sqrt_d_model"],
+)
+def test_self_attention_scaled_by_anything_but_sqrt_d_k_is_told_to_check_the_scaling(
+    capsys, divisor, what
+):
+    def wrongly_scaled(x, w_q, w_k, w_v):
+        q, k = x @ w_q, x @ w_k
+        w = softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(divisor(*w_q.shape)), axis=-1)
+        return w @ (x @ w_v), w
+
+    exercises.check("self_attention", wrongly_scaled)
+    out = capsys.readouterr().out
+    assert exercises.RESULTS["self_attention"] == "failed"
+    assert what in out and "check the scaling" in out and "d_k = W_q.shape[1]" in out
+    assert "x @ W_q, k = x @ W_k" not in out  # the general recipe would send them to projecting
+
+
+def test_a_right_self_attention_is_not_mistaken_for_a_scaling_slip(capsys):
+    exercises.check(
+        "self_attention", lambda x, a, b, c: scaled_dot_product_attention(x @ a, x @ b, x @ c)
+    )
+    assert capsys.readouterr().out == "✅ self_attention: all 3 checks passed.\n"

@@ -158,6 +158,7 @@ def check(name: str, fn: Callable) -> None:
         except Exception as error:  # the learner's code may fail in any way; report it
             RESULTS[name] = "failed"
             detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            detail = str(error) if isinstance(error, Slip) else detail  # a sentence, no type
             print(f"❌ {name}: {_which_check(i, len(ex.checks))} failed: {what}.\n   {detail}")
             if returned_none:
                 print("   Your function returned None: did you forget `return`?")
