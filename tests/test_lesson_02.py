@@ -7,11 +7,12 @@ import math
 import ipywidgets as widgets
 import numpy as np
 import pytest
+from conftest import NOTEBOOKS
 from matplotlib.figure import Figure
-from notebook_tools import verdict
+from notebook_tools import code_cells, read, verdict
 
 from helpers import exercises
-from helpers.numpy_attention import scaled_dot_product_attention, softmax
+from helpers.numpy_attention import scaled_dot_product_attention, softmax, softmax_entropy
 from helpers.plots import tied_for_largest
 from helpers.widgets import explore
 from helpers.widgets.scaling import (
@@ -20,7 +21,6 @@ from helpers.widgets.scaling import (
     random_queries_and_keys,
     render_scaling,
     scaling_weights,
-    softmax_entropy,
 )
 
 # --- softmax_entropy -------------------------------------------------------------------------
@@ -249,3 +249,39 @@ def test_a_right_self_attention_is_not_mistaken_for_a_scaling_slip(capsys):
         "self_attention", lambda x, a, b, c: scaled_dot_product_attention(x @ a, x @ b, x @ c)
     )
     assert capsys.readouterr().out == "✅ self_attention: all 3 checks passed.\n"
+
+
+def _check_yourself_after_exercise_1() -> str:
+    """The source of 02's cell that compares the learner's scaled_attention on a batch of heads."""
+    (path,) = [p for p in NOTEBOOKS if p.name.startswith("02_")]
+    (cell,) = [c for c in code_cells(read(path)) if "matches the reference:" in c.source]
+    return cell.source
+
+
+def _returns_only_the_output(q, k, v):
+    return scaled_dot_product_attention(q, k, v)[0]
+
+
+def _transposes_every_axis(q, k, v):
+    w = softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=-1)
+    return w @ v, w
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (scaled_dot_product_attention, "matches the reference: ✅"),
+        (_returns_only_the_output, "matches the reference: ❌"),
+        (_transposes_every_axis, "❌ scaled_attention failed on the heads: ValueError: matmul"),
+        (lambda q, k, v: None, "❌ scaled_attention failed on the heads: TypeError"),
+    ],
+    ids=["right", "only_the_output", "k_dot_t", "returns_none"],
+)
+def test_the_check_yourself_cell_after_exercise_1_reports_any_answer_without_a_traceback(
+    capsys, answer, says
+):
+    names = {"np": np, "scaled_dot_product_attention": scaled_dot_product_attention}
+    exec(_check_yourself_after_exercise_1(), {**names, "scaled_attention": answer})
+    out = capsys.readouterr().out
+    assert says in out
+    assert ("says what to fix" in out) == ("✅" not in out)
