@@ -116,7 +116,8 @@ class MultiHeadAttention:
 
     Weights act as ``x @ W`` with ``W`` of shape ``(d_in, d_out)`` = ``(D, D)``. Inputs are
     ``(B, T, D)``; ``forward`` returns ``(output (B, T_q, D), weights (B, h, T_q, T_k))``.
-    Built in notebook 04, section 6 (Your own ``MultiHeadAttention``).
+    Notebook 04 borrows its weights from section 1 on; section 6 (All the pieces in one class)
+    writes the same class out.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, seed: int = 0) -> None:

@@ -211,7 +211,7 @@ def head_grid(
     the first tile when that would be more than ``GRID_LABELS_UP_TO`` labels. The values are
     written in the cells when there are at most ``ANNOTATE_CELLS_UP_TO`` of them, unless
     ``annotate`` says otherwise. ``weights`` may be a NumPy array or a torch tensor (see
-    :func:`as_weights`). First used in notebook 04, section 6 (Your own `MultiHeadAttention`).
+    :func:`as_weights`). First used in notebook 04, section 6 (All the pieces in one class).
     """
     weights = _check_picture(weights, "(h, T_q, T_k)", query_tokens, key_tokens, annotate=annotate)
     columns = require_positive_int("columns", columns)
