@@ -7,8 +7,10 @@ gets zero weights and a zero output, never NaN. The reference computes only with
 numbers: NaN or infinity in its input is an error (``-inf`` in a softmax's input is allowed,
 since that is how a mask arrives).
 
-Each public function checks its arguments once (``helpers.validation``); the computations
-under them are the private ``_softmax``, ``_attention``, ``_split`` and ``_combine``.
+Besides attention itself, ``softmax_entropy`` measures how spread out a softmax's rows are
+(notebook 02). Each public function checks its arguments once (``helpers.validation``); the
+computations under them are the private ``_softmax``, ``_attention``, ``_split`` and
+``_combine``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,19 @@ def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
         e = np.exp(x - x_max)
     total = np.sum(e, axis=axis, keepdims=True)
     return e / np.where(total == 0, 1.0, total)
+
+
+def softmax_entropy(weights: np.ndarray) -> np.ndarray:
+    """Entropy ``-sum_j p_j log p_j`` in nats of each row of ``weights (..., T_k)`` -> ``(...)``.
+
+    0 for a row that puts all its weight on one key, ``log(T_k)`` for a uniform row. Zero
+    weights contribute 0 (the limit of p log p), never NaN; NaN and weights outside 0..1 are
+    refused, not turned into a number. Used in notebook 02, section 3 (... and without scaling
+    the softmax collapses) and by its explorer; exercise 2 of section 4 writes it.
+    """
+    weights = validation.as_weights(weights, "(..., T_k)")
+    logs = np.log(np.where(weights > 0, weights, 1.0))  # log 1 = 0 where p = 0
+    return 0.0 - np.sum(weights * logs, axis=-1)  # 0.0 - 0.0 is 0.0, where -0.0 would print
 
 
 def scaled_dot_product_attention(
@@ -101,7 +116,8 @@ class MultiHeadAttention:
 
     Weights act as ``x @ W`` with ``W`` of shape ``(d_in, d_out)`` = ``(D, D)``. Inputs are
     ``(B, T, D)``; ``forward`` returns ``(output (B, T_q, D), weights (B, h, T_q, T_k))``.
-    Built in notebook 04, section 6 (Your own ``MultiHeadAttention``).
+    Notebook 04 borrows its weights from section 1 on; section 6 (All the pieces in one class)
+    writes the same class out.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, seed: int = 0) -> None:

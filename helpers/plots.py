@@ -21,10 +21,9 @@ from matplotlib.ticker import LogLocator, NullLocator, ScalarFormatter
 from seaborn.utils import relative_luminance
 
 from helpers.validation import (
-    describe,
+    as_weights,
     require_array,
     require_bool,
-    require_finite,
     require_positive_int,
 )
 
@@ -77,57 +76,6 @@ def _weights_mesh(
                 fontsize=fontsize,
             )
     return mesh
-
-
-_AXIS_WORDS = {"h": "head", "T_q": "query", "T_k": "key"}
-ROUNDING_SLACK = 1e-6  # weights recomputed in another order may stray this far outside 0..1
-
-
-def as_weights(
-    weights: Any, layout: str, name: str = "weights", blanks: bool = False
-) -> np.ndarray:
-    """Attention weights as a float64 NumPy array, checked once for a picture or a caption.
-
-    ``layout`` names the axes, e.g. ``"(h, T_q, T_k)"``, or ``"(..., T_k)"`` for any number of
-    leading axes. A torch tensor is welcome as it comes out of a module: one that requires grad,
-    in bfloat16 or float16, or on a GPU is detached, moved to the CPU and converted (every float
-    dtype is exact in float64); the tensor itself is left as it was. Raises TypeError for
-    something that is not numbers, ValueError for the wrong number of axes, an empty named axis,
-    infinity, NaN (unless ``blanks``: a heatmap draws a NaN cell blank, on purpose), or a weight
-    outside 0..1 (the colour scale is fixed to 0..1 and would hide it). Behind every heatmap and
-    every caption that names the largest weight, from notebook 00, section 4 on.
-    """
-    if hasattr(weights, "detach"):  # a torch tensor, without importing torch here
-        weights = weights.detach().cpu().double()
-    try:
-        array = np.asarray(weights, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"{name} must be an array of numbers {layout}, got {describe(weights)}"
-        ) from None
-    axes = [axis.strip() for axis in layout.strip("()").split(",") if axis.strip()]
-    named = [axis for axis in axes if axis != "..."]
-    if array.ndim < len(named) or ("..." not in axes and array.ndim != len(named)):
-        raise ValueError(f"{name} must have shape {layout}, got shape {array.shape}")
-    if 0 in array.shape[array.ndim - len(named) :]:
-        words = [_AXIS_WORDS.get(axis, axis) for axis in named]  # "head", "query", "key"
-        what = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
-        raise ValueError(f"{name} must hold at least one {what}, got shape {array.shape}")
-    if blanks and np.isinf(array).any():
-        bad = np.isinf(array)
-        raise ValueError(
-            f"{name} contains infinity at {int(bad.sum())} of {array.size} entries, shape "
-            f"{array.shape}; a weight lies in 0..1 (NaN draws a blank cell)"
-        )
-    if not blanks:
-        require_finite(name, array)
-    values = array[~np.isnan(array)] if blanks else array
-    if values.size and (values.min() < -ROUNDING_SLACK or values.max() > 1 + ROUNDING_SLACK):
-        raise ValueError(
-            f"{name} must lie in 0..1 (attention weights), got values from {values.min():.4g} "
-            f"to {values.max():.4g}, shape {array.shape}"
-        )
-    return array
 
 
 def tied_for_largest(weights, decimals: int = 2) -> np.ndarray:
@@ -265,7 +213,7 @@ def head_grid(
     the first tile when that would be more than ``GRID_LABELS_UP_TO`` labels. The values are
     written in the cells when there are at most ``ANNOTATE_CELLS_UP_TO`` of them, unless
     ``annotate`` says otherwise. ``weights`` may be a NumPy array or a torch tensor (see
-    :func:`as_weights`). First used in notebook 04, section 6 (Your own `MultiHeadAttention`).
+    :func:`as_weights`). First used in notebook 04, section 6 (All the pieces in one class).
     """
     weights = _check_picture(weights, "(h, T_q, T_k)", query_tokens, key_tokens, annotate=annotate)
     columns = require_positive_int("columns", columns)

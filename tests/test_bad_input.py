@@ -826,13 +826,13 @@ PICTURES = [
     ),
     case(
         "softmax_entropy_refuses_nan_weights",
-        lambda: scaling.softmax_entropy(np.array([np.nan, 0.5])),
+        lambda: npa.softmax_entropy(np.array([np.nan, 0.5])),
         ValueError,
         "weights contains NaN or infinity at 1 of 2 entries, shape (2,)",
     ),
     case(
         "softmax_entropy_refuses_negative_probabilities",
-        lambda: scaling.softmax_entropy(np.array([-0.5, 1.5])),
+        lambda: npa.softmax_entropy(np.array([-0.5, 1.5])),
         ValueError,
         "weights must lie in 0..1",
         "-0.5",

@@ -102,3 +102,45 @@ def test_returning_only_the_output_is_told_to_return_the_pair(capsys, name, answ
     assert "expected the pair (output, weights), got one ndarray of shape" in out
     assert "end with `return (output, weights)`" in out
     assert "too many values to unpack" not in out and "expected (" not in out
+
+
+def _register(monkeypatch, count: int, failing: int | None = None, slip: bool = False) -> str:
+    """A made-up exercise with ``count`` checks; check number ``failing`` (1-based) fails."""
+
+    def make(i):
+        def run(fn):
+            if i == failing:
+                if slip:
+                    raise exercises.Slip("a recognised slip", hint="the slip's own hint")
+                raise AssertionError("plain failure")
+
+        return (f"proof {i}", run)
+
+    ex = exercises.Exercise("made_up", "00", [make(i) for i in range(1, count + 1)], "general")
+    monkeypatch.setitem(exercises.REGISTRY, "made_up", ex)
+    return "made_up"
+
+
+@pytest.mark.parametrize(
+    ("count", "verdict"),
+    [(1, "the check passed."), (2, "both checks passed."), (3, "all 3 checks passed.")],
+)
+def test_a_pass_says_the_check_both_checks_or_all_n_checks(monkeypatch, capsys, count, verdict):
+    exercises.check(_register(monkeypatch, count), lambda: None)
+    assert capsys.readouterr().out == f"✅ made_up: {verdict}\n"
+
+
+def test_a_failure_names_which_check_with_the_count_in_brackets(monkeypatch, capsys):
+    exercises.check(_register(monkeypatch, 4, failing=3), lambda: None)
+    out = capsys.readouterr().out
+    assert "❌ made_up: check 3 (of 4) failed: proof 3." in out
+    assert "3 of 4" not in out and "Hint: general" in out
+    exercises.check(_register(monkeypatch, 1, failing=1), lambda: None)
+    assert "❌ made_up: the check failed: proof 1." in capsys.readouterr().out
+
+
+def test_a_recognised_slip_gives_its_own_hint_instead_of_the_general_one(monkeypatch, capsys):
+    exercises.check(_register(monkeypatch, 2, failing=2, slip=True), lambda: None)
+    out = capsys.readouterr().out
+    assert "a recognised slip" in out and "Hint: the slip's own hint" in out
+    assert "general" not in out

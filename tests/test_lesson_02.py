@@ -7,11 +7,12 @@ import math
 import ipywidgets as widgets
 import numpy as np
 import pytest
+from conftest import NOTEBOOKS
 from matplotlib.figure import Figure
-from notebook_tools import verdict
+from notebook_tools import code_cells, read, verdict
 
 from helpers import exercises
-from helpers.numpy_attention import scaled_dot_product_attention, softmax
+from helpers.numpy_attention import scaled_dot_product_attention, softmax, softmax_entropy
 from helpers.plots import tied_for_largest
 from helpers.widgets import explore
 from helpers.widgets.scaling import (
@@ -20,7 +21,6 @@ from helpers.widgets.scaling import (
     random_queries_and_keys,
     render_scaling,
     scaling_weights,
-    softmax_entropy,
 )
 
 # --- softmax_entropy -------------------------------------------------------------------------
@@ -219,3 +219,69 @@ def test_self_attention_checker_rejects_values_that_skip_w_v():
 
     assert verdict("self_attention", right) == "passed"
     assert verdict("self_attention", skips_w_v) == "failed"
+
+
+@pytest.mark.parametrize(
+    ("divisor", "what"),
+    [
+        (lambda d_model, d_k: 1.0, "not divided by √d_k (d_k = 8 here)"),
+        (lambda d_model, d_k: d_model, "divided by √D (D = 4, the width of x) instead of √d_k"),
+    ],
+    ids=["not_scaled", "divided_by_sqrt_d_model"],
+)
+def test_self_attention_scaled_by_anything_but_sqrt_d_k_is_told_to_check_the_scaling(
+    capsys, divisor, what
+):
+    def wrongly_scaled(x, w_q, w_k, w_v):
+        q, k = x @ w_q, x @ w_k
+        w = softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(divisor(*w_q.shape)), axis=-1)
+        return w @ (x @ w_v), w
+
+    exercises.check("self_attention", wrongly_scaled)
+    out = capsys.readouterr().out
+    assert exercises.RESULTS["self_attention"] == "failed"
+    assert what in out and "check the scaling" in out and "d_k = W_q.shape[1]" in out
+    assert "x @ W_q, k = x @ W_k" not in out  # the general recipe would send them to projecting
+
+
+def test_a_right_self_attention_is_not_mistaken_for_a_scaling_slip(capsys):
+    exercises.check(
+        "self_attention", lambda x, a, b, c: scaled_dot_product_attention(x @ a, x @ b, x @ c)
+    )
+    assert capsys.readouterr().out == "✅ self_attention: all 3 checks passed.\n"
+
+
+def _check_yourself_after_exercise_1() -> str:
+    """The source of 02's cell that compares the learner's scaled_attention on a batch of heads."""
+    (path,) = [p for p in NOTEBOOKS if p.name.startswith("02_")]
+    (cell,) = [c for c in code_cells(read(path)) if "matches the reference:" in c.source]
+    return cell.source
+
+
+def _returns_only_the_output(q, k, v):
+    return scaled_dot_product_attention(q, k, v)[0]
+
+
+def _transposes_every_axis(q, k, v):
+    w = softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=-1)
+    return w @ v, w
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (scaled_dot_product_attention, "matches the reference: ✅"),
+        (_returns_only_the_output, "matches the reference: ❌"),
+        (_transposes_every_axis, "❌ scaled_attention failed on the heads: ValueError: matmul"),
+        (lambda q, k, v: None, "❌ scaled_attention failed on the heads: TypeError"),
+    ],
+    ids=["right", "only_the_output", "k_dot_t", "returns_none"],
+)
+def test_the_check_yourself_cell_after_exercise_1_reports_any_answer_without_a_traceback(
+    capsys, answer, says
+):
+    names = {"np": np, "scaled_dot_product_attention": scaled_dot_product_attention}
+    exec(_check_yourself_after_exercise_1(), {**names, "scaled_attention": answer})
+    out = capsys.readouterr().out
+    assert says in out
+    assert ("says what to fix" in out) == ("✅" not in out)

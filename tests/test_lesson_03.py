@@ -114,13 +114,13 @@ def _feedback(name, fn) -> str:
 
 def test_masked_softmax_feedback_names_the_fully_blocked_row_when_that_row_gives_nan():
     text = _feedback("masked_softmax", _naive_softmax)  # right everywhere but the blocked row
-    assert "check 2 of 4 failed (the row with every key masked gives all zeros, not NaN)" in text
+    assert "check 2 (of 4) failed: the row with every key masked gives all zeros, not NaN." in text
     assert "every live row" not in text and "nan nan nan nan" in text
 
 
 def test_masked_softmax_feedback_names_the_live_rows_when_a_masked_key_gets_weight():
     text = _feedback("masked_softmax", lambda scores, mask: softmax(scores))  # ignores the mask
-    assert "check 1 of 4 failed (in every row with at least one allowed key" in text
+    assert "check 1 (of 4) failed: in every row with at least one allowed key" in text
     assert "masked keys got weight" in text
 
 

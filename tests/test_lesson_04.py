@@ -133,8 +133,50 @@ def test_exercise_checker_rejects_a_plausible_wrong_answer(name, wrong):
 def test_split_with_the_notebooks_sizes_is_told_to_read_them_from_x_shape(capsys):
     exercises.check("split_into_heads", _split_with_the_notebooks_sizes)
     out = capsys.readouterr().out
-    assert "check 2 of 3 failed" in out
+    assert "check 2 (of 3) failed" in out
     assert "Read the sizes from x.shape, not from the notebook's B, T and D" in out
+
+
+def _merge_with_the_notebooks_sizes(x):
+    B, T, D = 2, 5, 8  # the notebook's sizes, not x's
+    return x.transpose(0, 2, 1, 3).reshape(B, T, D)
+
+
+def test_merge_with_the_notebooks_sizes_is_told_that_x_shape_minus_3_holds_the_leading_axes(
+    capsys,
+):
+    exercises.check("merge_heads", _merge_with_the_notebooks_sizes)
+    out = capsys.readouterr().out
+    assert "check 1 (of 3) failed" in out
+    assert "for heads (..., h, T, d_k) x.shape[:-3] holds however many leading axes" in out
+    assert "x.shape[:-2]" not in out
+
+
+@pytest.mark.parametrize(
+    ("name", "no_swap", "told"),
+    [
+        (
+            "split_into_heads",
+            lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], -1),
+            "x.reshape(B, h, T, d_k) without the swap",
+        ),
+        (
+            "merge_heads",
+            lambda x: x.reshape(*x.shape[:-3], x.shape[-2], -1),
+            "x.reshape(B, T, h * d_k) without the swap",
+        ),
+    ],
+    ids=["split", "merge"],
+)
+def test_a_reshape_without_the_swap_is_named_and_the_hint_starts_with_the_swap(
+    capsys, name, no_swap, told
+):
+    exercises.check(name, no_swap)
+    out = capsys.readouterr().out
+    assert "check 1 (of 3) failed" in out and f"right shape, wrong numbers: {told}" in out
+    hint = out.split("Hint: ")[1]
+    assert hint.startswith("Reshaping ") and "right shape and the wrong numbers" in hint
+    assert hint.index("np.swapaxes") < hint.index("Read the sizes from x.shape")
 
 
 def test_exercise_checkers_accept_answers_for_any_leading_axes():

@@ -41,7 +41,7 @@ def test_split_exercise_rejects_a_reshape_that_ignores_the_layout(capsys):
 
     exercises.check("split_fused", wrong)
     assert exercises.RESULTS["split_fused"] == "failed"
-    assert "check 2 of 4 failed" in capsys.readouterr().out
+    assert "check 2 (of 4) failed" in capsys.readouterr().out
 
 
 def _split(qkv, num_heads, interleaved=False):
@@ -65,13 +65,13 @@ def test_split_exercise_rejects_chunk_which_cannot_read_the_interleaved_layout(c
     exercises.check("split_fused", _chunk_then_split)
     out = capsys.readouterr().out
     assert exercises.RESULTS["split_fused"] == "failed"
-    assert "check 3 of 4 failed" in out and "interleaved=True" in out
+    assert "check 3 (of 4) failed" in out and "interleaved=True" in out
 
 
 def test_split_exercise_rejects_a_split_that_copies(capsys):
     exercises.check("split_fused", lambda *a, **k: [p.contiguous() for p in _split(*a, **k)])
     out = capsys.readouterr().out
-    assert "check 4 of 4 failed" in out and "q is a copy" in out
+    assert "check 4 (of 4) failed" in out and "q is a copy" in out
 
 
 # --- the fused-layout explorer ---------------------------------------------------------------

@@ -422,7 +422,7 @@ def test_each_check_of_notebook_08s_exercises_catches_its_own_mistake(
 ):
     exercises.check(name, WRONG[name][mistake])
     out = capsys.readouterr().out
-    assert f"check {check} of 3 failed" in out and message in out, out
+    assert f"check {check} (of 3) failed" in out and message in out, out
 
 
 # --- notebook 08's counts and explorers ----------------------------------------------------

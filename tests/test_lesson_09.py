@@ -192,7 +192,7 @@ def test_online_step_rejects_a_total_that_is_never_rescaled(capsys):
         return m_new, total + np.exp(block - m_new).sum()
 
     result, out = _results("online_step", forgets_to_rescale, capsys)
-    assert result == "failed" and "check 2 of 4 failed" in out and "exp(2 - 4)" in out
+    assert result == "failed" and "check 2 (of 4) failed" in out and "exp(2 - 4)" in out
 
 
 def test_online_step_rejects_sums_against_the_old_max(capsys):
@@ -202,7 +202,7 @@ def test_online_step_rejects_sums_against_the_old_max(capsys):
         return m_new, total + np.exp(block - start).sum()
 
     result, out = _results("online_step", uses_the_old_max, capsys)
-    assert result == "failed" and "check 2 of 4 failed" in out
+    assert result == "failed" and "check 2 (of 4) failed" in out
 
 
 def test_online_step_rejects_a_step_written_for_blocks_of_two_only(capsys):
@@ -211,7 +211,7 @@ def test_online_step_rejects_a_step_written_for_blocks_of_two_only(capsys):
         return m_new, total * np.exp(m - m_new) + np.exp(block[:2] - m_new).sum()
 
     result, out = _results("online_step", pairs_only, capsys)
-    assert result == "failed" and "check 4 of 4 failed" in out and "blocks of 3" in out
+    assert result == "failed" and "check 4 (of 4) failed" in out and "blocks of 3" in out
 
 
 def test_tile_step_rejects_an_output_that_is_never_rescaled(capsys):
@@ -222,7 +222,7 @@ def test_tile_step_rejects_an_output_that_is_never_rescaled(capsys):
         return m_new, total * rescale + p.sum(axis=-1), acc + p @ v_tile
 
     result, out = _results("tile_step", forgets_acc, capsys)
-    assert result == "failed" and "check 2 of 4 failed" in out
+    assert result == "failed" and "check 2 (of 4) failed" in out
     assert "m and total are right, acc is off" in out
 
 
@@ -234,7 +234,7 @@ def test_tile_step_names_a_total_summed_against_the_old_max(capsys):
         return m_new, total * rescale + p.sum(axis=-1), acc * rescale[:, None] + p @ v_tile
 
     result, out = _results("tile_step", old_max, capsys)
-    assert result == "failed" and "check 2 of 4 failed" in out
+    assert result == "failed" and "check 2 (of 4) failed" in out
     assert "m is right, total is off" in out and "against the new max" in out
 
 
@@ -256,7 +256,7 @@ def test_tile_step_asks_for_the_tuple_in_its_first_check(capsys):
         return [m_new, total * rescale + p.sum(axis=-1), acc * rescale[:, None] + p @ v_tile]
 
     result, out = _results("tile_step", returns_a_list, capsys)
-    assert result == "failed" and "check 1 of 4 failed" in out and "return the tuple" in out
+    assert result == "failed" and "check 1 (of 4) failed" in out and "return the tuple" in out
 
 
 def test_tile_step_rejects_a_version_that_turns_masked_scores_into_nan(capsys):
@@ -268,7 +268,7 @@ def test_tile_step_rejects_a_version_that_turns_masked_scores_into_nan(capsys):
 
     with np.errstate(invalid="ignore"):
         result, out = _results("tile_step", subtracts_the_tile_max, capsys)
-    assert result == "failed" and "check 4 of 4 failed" in out and "not NaN" in out
+    assert result == "failed" and "check 4 (of 4) failed" in out and "not NaN" in out
 
 
 def test_tile_kind_rejects_an_off_by_one_skip_and_a_forgotten_offset(capsys):
@@ -281,9 +281,9 @@ def test_tile_kind_rejects_an_off_by_one_skip_and_a_forgotten_offset(capsys):
         return tiling.tile_kind(q_start, q_stop, k_start, k_stop, 0)
 
     result, out = _results("tile_kind", off_by_one, capsys)
-    assert result == "failed" and "check 2 of 3 failed" in out
+    assert result == "failed" and "check 2 (of 3) failed" in out
     result, out = _results("tile_kind", ignores_offset, capsys)
-    assert result == "failed" and "check 3 of 3 failed" in out and "offset 32" in out
+    assert result == "failed" and "check 3 (of 3) failed" in out and "offset 32" in out
 
 
 # --- the tiling explorer ---------------------------------------------------------------------

@@ -276,7 +276,7 @@ def test_each_check_of_notebook_10s_exercises_says_what_is_wrong(
 ):
     exercises.check(name, WRONG[name][mistake])
     out = capsys.readouterr().out
-    assert f"check {check} of" in out and message in out, out
+    assert f"check {check} (of" in out and message in out, out
 
 
 # --- notebook 10's explorer ------------------------------------------------------------------

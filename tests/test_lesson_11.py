@@ -244,7 +244,7 @@ def test_merge_exercise_rejects_sums_that_were_not_rescaled_to_the_new_max(capsy
 
     exercises.check("merge_partials", unscaled)
     assert exercises.RESULTS["merge_partials"] == "failed"
-    assert "check 2 of 3 failed" in capsys.readouterr().out
+    assert "check 2 (of 3) failed" in capsys.readouterr().out
 
 
 def test_merge_exercise_rejects_a_right_output_with_an_unscaled_sum(capsys):
@@ -266,7 +266,7 @@ def test_merge_exercise_rejects_a_merge_that_divides_by_a_block_that_saw_no_key(
 
     exercises.check("merge_partials", relative_to_b)
     assert exercises.RESULTS["merge_partials"] == "failed"
-    assert "check 3 of 3 failed" in capsys.readouterr().out
+    assert "check 3 (of 3) failed" in capsys.readouterr().out
 
 
 def test_block_pair_exercise_rejects_a_strict_rule_for_a_full_pair(capsys):

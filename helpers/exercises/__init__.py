@@ -1,7 +1,8 @@
 """Exercises with automatic feedback.
 
 Each exercise has a name, reference checks and a hint. ``check(name, fn)`` runs the checks on a
-learner's function and prints a verdict. A function that still raises ``NotImplementedError``
+learner's function and prints a verdict. A check that recognises a typical slip raises
+:class:`Slip`, whose own hint then replaces the exercise's general one. A function that still raises ``NotImplementedError``
 (the stub the notebook hands out) is reported as *not attempted yet*, without raising, so a
 notebook always runs top to bottom.
 
@@ -21,6 +22,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 Check = tuple[str, Callable[[Callable], None]]  # (what it proves, raises AssertionError if not)
+
+
+class Slip(AssertionError):
+    """A failed check that recognised a typical slip: its ``hint`` replaces the exercise's.
+
+    Raised by a check whose wrong answer has one likely cause, e.g. scores not divided by
+    sqrt(d_k) in notebook 02's exercise 3, so that the learner reads advice about that cause
+    and not the general recipe.
+    """
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass
@@ -125,7 +139,8 @@ def check(name: str, fn: Callable) -> None:
 
     First used in notebook 00, section 6 (Your first exercise); every exercise cell ends with it.
     Two slips get a sentence of their own: a function that returns ``None`` (a forgotten
-    ``return``), and a function that calls another exercise's stub still unwritten.
+    ``return``), and a function that calls another exercise's stub still unwritten. A check
+    that raises :class:`Slip` prints the slip's hint instead of the exercise's.
     """
     ex = get(name)
     returned_none = False
@@ -157,13 +172,27 @@ def check(name: str, fn: Callable) -> None:
         except Exception as error:  # the learner's code may fail in any way; report it
             RESULTS[name] = "failed"
             detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            print(f"❌ {name}: check {i} of {len(ex.checks)} failed ({what}).\n   {detail}")
+            detail = str(error) if isinstance(error, Slip) else detail  # a sentence, no type
+            print(f"❌ {name}: {_which_check(i, len(ex.checks))} failed: {what}.\n   {detail}")
             if returned_none:
                 print("   Your function returned None: did you forget `return`?")
-            print(f"   Hint: {ex.hint}")
+            print(f"   Hint: {error.hint if isinstance(error, Slip) else ex.hint}")
             return
     RESULTS[name] = "passed"
-    print(f"✅ {name}: all {len(ex.checks)} checks passed.")
+    print(f"✅ {name}: {_all_passed(len(ex.checks))}")
+
+
+def _which_check(i: int, count: int) -> str:
+    """``check 3 (of 4)``: the number of the check, the count in brackets so that it does not
+    read as "three of the four checks"; ``the check`` when there is only one."""
+    return "the check" if count == 1 else f"check {i} (of {count})"
+
+
+def _all_passed(count: int) -> str:
+    """``the check passed.``, ``both checks passed.`` or ``all 3 checks passed.``"""
+    if count == 1:
+        return "the check passed."
+    return "both checks passed." if count == 2 else f"all {count} checks passed."
 
 
 def _raised_in(error: BaseException) -> str | None:

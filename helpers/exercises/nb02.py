@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from helpers.exercises import assert_shape, exercise, output_and_weights
+from helpers.exercises import Slip, assert_shape, exercise, output_and_weights
 
 
 def _sdpa_loop(q, k, v) -> tuple[np.ndarray, np.ndarray]:
@@ -36,6 +36,35 @@ def _entropy_loop(row) -> float:
 
 def _random(shape, seed):
     return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _check_the_scaling(weights, x, w_q, w_k) -> None:
+    """Raise :class:`Slip` when ``weights`` are self-attention's weights scaled by anything but
+    sqrt(d_k): not scaled at all, or divided by sqrt(D) (x's width) instead."""
+    scores = (x @ w_q) @ np.swapaxes(x @ w_k, -1, -2)  # (..., T, T), not scaled
+    d_model, d_k = w_q.shape
+    slips = [
+        (1.0, f"scores that were not divided by √d_k (d_k = {d_k} here)"),
+        (
+            math.sqrt(d_model),
+            f"scores divided by √D (D = {d_model}, the width of x) instead of √d_k (d_k = {d_k})",
+        ),
+    ]
+    for divisor, what in slips:
+        if np.shape(weights) == scores.shape and np.allclose(
+            weights, _softmax_rows(scores / divisor), rtol=1e-8, atol=1e-12
+        ):
+            raise Slip(
+                f"these are the weights of {what}",
+                hint="The projections are right; check the scaling. Divide the scores by "
+                "np.sqrt(d_k) before the softmax, with d_k = W_q.shape[1], the width of the "
+                "queries and keys (not D, the width of x).",
+            )
 
 
 @exercise(
@@ -134,8 +163,9 @@ def _softmax_entropy():
     "self_attention",
     notebook="02",
     hint=(
-        "Project first: q = x @ W_q, k = x @ W_k, v = x @ W_v; then scaled dot-product "
-        "attention of q, k, v (your scaled_attention, or the helpers' one)."
+        "q = x @ W_q, k = x @ W_k, v = x @ W_v, then scaled dot-product attention of q, k and "
+        "v (your scaled_attention, or the helpers' one): softmax(q kᵀ / √d_k) v with "
+        "d_k = W_q.shape[1]. Return (output, weights)."
     ),
 )
 def _self_attention():
@@ -157,6 +187,7 @@ def _self_attention():
             _random((4, 3), 21),
         )
         output, weights = output_and_weights(fn(x, w_q, w_k, w_v))
+        _check_the_scaling(weights, x, w_q, w_k)
         want_output, want_weights = _sdpa_loop(x @ w_q, x @ w_k, x @ w_v)
         np.testing.assert_allclose(weights, want_weights, rtol=1e-10, err_msg="weights")
         np.testing.assert_allclose(output, want_output, rtol=1e-10, err_msg="output")
@@ -170,6 +201,7 @@ def _self_attention():
         )
         output, weights = output_and_weights(fn(x, w_q, w_k, w_v))
         assert_shape(output, (2, 5, 3), "(B, T, d_v)", name="output")
+        _check_the_scaling(weights, x, w_q, w_k)
         for b in range(2):
             want_output, want_weights = _sdpa_loop(x[b] @ w_q, x[b] @ w_k, x[b] @ w_v)
             np.testing.assert_allclose(

@@ -9,13 +9,37 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.exercises import assert_shape, exercise
+from helpers.exercises import Slip, assert_shape, exercise
 from helpers.numpy_attention import combine_heads, split_heads
 
-SIZES_HINT = (
-    "Read the sizes from x.shape, not from the notebook's B, T and D: the checker uses other "
-    "sizes, and x.shape[:-2] holds however many leading axes there are."
+
+def _sizes_hint(sizes: str, leading: str, layout: str) -> str:
+    return (
+        f"Read the sizes from x.shape, not from the notebook's {sizes}: the checker uses other "
+        f"sizes, and for {layout} {leading} holds however many leading axes there are."
+    )
+
+
+SPLIT_HINT = (
+    "Reshaping straight to (..., h, T, d_k) gives the right shape and the wrong numbers "
+    "(section 4): reshape (..., T, D) to (..., T, h, d_k) first, then swap the two axes before "
+    "the last with np.swapaxes(..., -3, -2). "
+    + _sizes_hint("B, T and D", "x.shape[:-2]", "x (..., T, D)")
 )
+MERGE_HINT = (
+    "Reshaping (..., h, T, d_k) straight to (..., T, h * d_k) gives the right shape and the wrong "
+    "numbers: swap the head axis and the T axis back with np.swapaxes(x, -3, -2) first, then "
+    "reshape the last two axes (h, d_k) into one of h * d_k. "
+    + _sizes_hint("B, T, h and d_k", "x.shape[:-3]", "heads (..., h, T, d_k)")
+)
+
+
+def _no_swap(got, want, skipped, what: str, hint: str) -> None:
+    """Raise :class:`Slip` when ``got`` has the right shape, the wrong numbers, and equals
+    ``skipped``, the same reshape without the swap."""
+    got = np.asarray(got)
+    if got.shape == want.shape and not np.array_equal(got, want) and np.array_equal(got, skipped):
+        raise Slip(f"right shape, wrong numbers: {what} without the swap", hint=hint)
 
 
 def _random(shape, seed):
@@ -29,8 +53,7 @@ def _columns(d_k: int, i: int) -> slice:
 @exercise(
     "split_into_heads",
     notebook="04",
-    hint=f"{SIZES_HINT} Reshape (..., T, D) to (..., T, h, d_k), then swap the two axes before "
-    "the last with np.swapaxes(..., -3, -2).",
+    hint=SPLIT_HINT,
 )
 def _split_into_heads():
     """Notebook 04, section Exercises, exercise 1 (split into heads, any leading axes)."""
@@ -39,7 +62,9 @@ def _split_into_heads():
         x = _random((2, 5, 12), 4)
         got = np.asarray(fn(x, 3))
         assert_shape(got, (2, 3, 5, 4), "(B, h, T, d_k)")
-        np.testing.assert_array_equal(got, split_heads(x, 3))
+        want = split_heads(x, 3)
+        _no_swap(got, want, x.reshape(2, 3, 5, 4), "x.reshape(B, h, T, d_k)", SPLIT_HINT)
+        np.testing.assert_array_equal(got, want)
 
     def one_sentence_without_a_batch_axis(fn):
         x = _random((6, 8), 5)  # (T, D)
@@ -68,8 +93,7 @@ def _split_into_heads():
 @exercise(
     "merge_heads",
     notebook="04",
-    hint=f"{SIZES_HINT} Swap the head axis and the T axis back with np.swapaxes(x, -3, -2), "
-    "then reshape the last two axes (h, d_k) into one of h * d_k.",
+    hint=MERGE_HINT,
 )
 def _merge_heads():
     """Notebook 04, section Exercises, exercise 2 (merge the heads back, any leading axes)."""
@@ -78,7 +102,9 @@ def _merge_heads():
         heads = _random((2, 3, 5, 4), 7)
         got = np.asarray(fn(heads))
         assert_shape(got, (2, 5, 12), "(B, T, D)")
-        np.testing.assert_array_equal(got, combine_heads(heads))
+        want = combine_heads(heads)
+        _no_swap(got, want, heads.reshape(2, 5, 12), "x.reshape(B, T, h * d_k)", MERGE_HINT)
+        np.testing.assert_array_equal(got, want)
 
     def one_sentence_without_a_batch_axis(fn):
         heads = _random((4, 6, 2), 8)  # (h, T, d_k)

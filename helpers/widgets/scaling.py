@@ -13,25 +13,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from seaborn.utils import relative_luminance
 
-from helpers.numpy_attention import softmax
-from helpers.plots import CMAP, as_weights, attention_heatmap, tied_for_largest
+from helpers.numpy_attention import softmax, softmax_entropy
+from helpers.plots import CMAP, attention_heatmap, tied_for_largest
 from helpers.validation import require_non_negative_int, require_positive_int
 
 MAX_D_K = 256  # the widest queries and keys the explorer draws
 LENGTH = 8  # number of queries and of keys in the explorer
-
-
-def softmax_entropy(weights: np.ndarray) -> np.ndarray:
-    """Entropy ``-sum_j p_j log p_j`` in nats of each row of ``weights (..., T_k)`` -> ``(...)``.
-
-    0 for a row that puts all its weight on one key, ``log(T_k)`` for a uniform row. Zero
-    weights contribute 0 (the limit of p log p), never NaN; NaN and weights outside 0..1 are
-    refused, not turned into a number. Used in notebook 02, section 3 (... and without scaling
-    the softmax collapses); exercise 2 of section 4 writes it.
-    """
-    weights = as_weights(weights, "(..., T_k)")
-    logs = np.log(np.where(weights > 0, weights, 1.0))  # log 1 = 0 where p = 0
-    return 0.0 - np.sum(weights * logs, axis=-1)  # 0.0 - 0.0 is 0.0, where -0.0 would print
 
 
 def _check_d_k(d_k: int) -> None:
