@@ -95,7 +95,13 @@ def as_weights(
     outside 0..1 (the colour scale is fixed to 0..1 and would hide it). Behind every heatmap and
     every caption that names the largest weight, from notebook 00, section 4 on.
     """
-    if hasattr(weights, "detach"):  # a torch tensor, without importing torch here
+    tensor = hasattr(weights, "detach")  # a torch tensor, without importing torch here
+    if weights.is_complex() if tensor else np.iscomplexobj(weights):
+        raise TypeError(
+            f"{name} must be real numbers {layout}, got complex {describe(weights)}: a colour "
+            "shows one number, and attention weights are real"
+        )
+    if tensor:
         weights = weights.detach().cpu().double()
     try:
         array = np.asarray(weights, dtype=float)

@@ -31,12 +31,14 @@ def apply_rope(
     validation.require_floating("x", x)
     if x.ndim < 2 or x.shape[-1] % 2:
         raise ValueError(f"x must have shape (..., T, d) with d even, got shape {tuple(x.shape)}")
-    if positions.ndim != 1 or positions.shape[0] != x.shape[-2] or positions.is_floating_point():
+    validation.require_integer_tensor("positions", positions, f"(T,) = ({x.shape[-2]},)")
+    if positions.ndim != 1 or positions.shape[0] != x.shape[-2]:
         raise ValueError(
             f"positions must be integers of shape (T,) = ({x.shape[-2]},), one per token of "
             f"x {tuple(x.shape)}; got {positions.dtype} of shape {tuple(positions.shape)}"
         )
-    if not (isinstance(base, (int, float)) and base > 1):
+    validation.require_same_device(x=x, positions=positions)
+    if validation.require_real("base", base) <= 1:
         raise ValueError(f"base must be a number greater than 1, got {base!r}")
     validation.require_bool("interleaved", interleaved)
     return _rotate(x, positions, float(base), interleaved)
