@@ -19,11 +19,11 @@ TOKEN = "COURSE_PROCESS_TEST"  # the environment variable that marks a test's pr
 
 
 def hang(rank: int, world_size: int, folder: str) -> torch.Tensor:
-    """Say so in ``folder``, then hang: rank 0 in an all-reduce no peer joins (a collective
-    waits up to the launcher's 60 s timeout, deaf to SIGINT), the others asleep."""
+    """Say so in ``folder``, then hang: every rank waits to receive from its neighbour, which
+    never sends. Waiting inside gloo, a rank is deaf to SIGINT (what torch sends a worker whose
+    parent died) until the launcher's 60 s timeout; then it sleeps."""
     (Path(folder) / f"{rank}.running").touch()
-    if rank == 0:
-        dist.all_reduce(torch.ones(1))
+    dist.recv(torch.zeros(1), src=(rank + 1) % world_size)
     time.sleep(600)
     return torch.tensor([rank])
 
