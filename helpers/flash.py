@@ -118,12 +118,36 @@ def weights_from_lse(
 
     ``rows`` picks query rows; only those rows' scores are formed, ``(..., len(rows), T_k)``.
     """
-    index = np.arange(q.shape[-2])[rows]
+    index = _check_rebuild(q, k, lse, rows, is_causal)
     s = q[..., index, :] @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     if is_causal:
         s = np.where(np.arange(k.shape[-2]) <= index[:, None], s, -np.inf)
     finite = np.isfinite(lse[..., index])[..., None]
     return np.where(finite, np.exp(s - np.where(finite, lse[..., index, None], 0.0)), 0.0)
+
+
+def _check_rebuild(q, k, lse, rows, is_causal) -> np.ndarray:
+    """q and k as for attention, lse ``(..., T_q)`` of their batch, rows a slice or index array
+    of query rows; returns the rows picked, ``(n,)``."""
+    validation.check_attention(q, k, k, None, np.ndarray, "NumPy array")
+    validation.require_bool("is_causal", is_causal)
+    validation.require_array("lse", lse, np.ndarray, "NumPy array")
+    want = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2])
+    if lse.shape != want:
+        raise ValueError(
+            f"lse must have shape {want} for q {q.shape}, k {k.shape}, got {lse.shape}"
+        )
+    validation.require_finite("lse", lse, allow_neg_inf=True)
+    try:
+        index = np.arange(q.shape[-2])[rows]
+    except (IndexError, TypeError, ValueError):
+        index = None
+    if index is None or index.ndim != 1:
+        raise ValueError(
+            f"rows must pick query rows of 0..{q.shape[-2] - 1} (a slice or a 1-D array of "
+            f"indices), got {rows!r}"
+        )
+    return index
 
 
 def flash_backward_numpy(

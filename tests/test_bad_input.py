@@ -30,6 +30,7 @@ from helpers.widgets import (
     masking,
     parallel_layout,
     scaling,
+    tiling,
     training,
 )
 
@@ -1049,6 +1050,10 @@ ROPE_X = torch.ones(1, 3, 4)
 Q9 = np.random.default_rng(0).standard_normal((1, 4, 3))
 OUT9, LSE9 = flash.flash_forward(Q9, Q9, Q9, 2, 2, False)
 
+QB, KB = np.random.default_rng(2).standard_normal((2, 2, 5, 4))[0], np.ones((2, 6, 4))
+LSE_B2 = flash.flash_forward(QB, KB, KB, 2, 2, False)[1]  # (2, 5)
+REBUILD = dict(q=QB, k=KB, lse=LSE_B2, rows=slice(0, 2), is_causal=False)
+
 
 def backward(**changed):
     """flash_backward_numpy on a consistent problem, with some arguments changed."""
@@ -1144,6 +1149,29 @@ LESSON_08 = [
             ("zero", (1, 1, 1, 0, 1, 2), ValueError, "kv_heads must be positive, got 0"),
             ("float", (1, 1.5, 1, 1, 1, 2), TypeError, "batch must be an int, got float 1.5"),
             ("text", (1, 1, "2", 1, 1, 2), TypeError, "seq_len must be an int, got str '2'"),
+        ]
+    ),  # fmt: skip
+    *(
+        case(f"rope_angles_checks_positions_and_width-{name}", call, error, message)
+        for name, call, error, message in [
+            (
+                "float_positions",
+                lambda: rope.rope_angles(torch.tensor([0.5]), 4),
+                TypeError,
+                "positions must hold integers (T,), got dtype torch.float32",
+            ),
+            (
+                "odd_width",
+                lambda: rope.rope_angles(torch.arange(2), 3),
+                ValueError,
+                "d must be even: the features turn in pairs, got d=3",
+            ),
+            (
+                "positions_of_two_dimensions",
+                lambda: rope.rope_angles(torch.zeros(1, 2, dtype=torch.long), 4),
+                ValueError,
+                "positions must be integers of shape (T,); got torch.int64 of shape (1, 2)",
+            ),
         ]
     ),  # fmt: skip
     case(
@@ -1270,6 +1298,36 @@ LESSON_09 = [
         lambda: flash.flash_attention_numpy(BIG, BIG, BIG),
         ValueError,
         "q k^T / sqrt(d_k) overflows float64 in 2 of 2 query rows",
+    ),
+    *(
+        case(
+            f"weights_from_lse_checks_what_it_rebuilds_from-{name}",
+            lambda changed=changed: flash.weights_from_lse(**{**REBUILD, **changed}),
+            error,
+            message,
+        )
+        for name, changed, error, message in [
+            (
+                "lse_of_another_batch",
+                {"lse": LSE_B2[:1]},
+                ValueError,
+                "lse must have shape (2, 5) for q (2, 5, 4), k (2, 6, 4), got (1, 5)",
+            ),
+            (
+                "row_past_t_q",
+                {"rows": np.array([7])},
+                ValueError,
+                "rows must pick query rows of 0..4",
+            ),
+            ("a_single_row_as_an_int", {"rows": 3}, ValueError, "rows must pick query rows"),
+            ("is_causal_no", {"is_causal": "no"}, TypeError, "is_causal must be True or False"),
+        ]
+    ),  # fmt: skip
+    case(
+        "tile_grid_names_an_offset_that_is_not_an_int",
+        lambda: tiling.tile_grid(4, 4, 2, 2, True, offset="1"),
+        TypeError,
+        "offset must be an int, got str '1'",
     ),
     case(
         "the_triton_kernel_names_k_on_another_device",

@@ -358,6 +358,11 @@ def test_the_tiling_explorer_names_the_bad_argument(args, error, message):
         tiling.render_tiling(*args)
 
 
+@pytest.mark.parametrize("row", [np.int64(40), np.int32(40)], ids=["int64", "int32"])
+def test_the_tiling_explorer_takes_a_numpy_integer_as_its_row(row):
+    assert tiling.render_tiling(32, 8, True, row)[1] == tiling.render_tiling(32, 8, True, 40)[1]
+
+
 def test_the_tiling_explorer_redraws_when_driven_headless():
     block_q = widgets.Dropdown(options=tiling.BLOCK_SIZES, value=32)
     causal = widgets.Checkbox(value=True)

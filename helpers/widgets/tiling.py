@@ -46,6 +46,8 @@ def tile_kind(q_start: int, q_stop: int, k_start: int, k_stop: int, offset: int 
     Decided from the tile's corners alone, without forming a mask: the first query sees the
     fewest keys, the last query the most. Notebook 09, section 2 (the causal tile-skip rule).
     """
+    if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer)):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__} {offset!r}")
     if not (0 <= q_start < q_stop and 0 <= k_start < k_stop):
         raise ValueError(
             f"a tile needs 0 <= start < stop on both axes, got queries {q_start}..{q_stop} "
@@ -178,8 +180,11 @@ def render_tiling(block_q: int, block_k: int, is_causal: bool, row: int) -> tupl
     block_q = require_positive_int("block_q", block_q)
     block_k = require_positive_int("block_k", block_k)
     require_bool("is_causal", is_causal)
-    if isinstance(row, bool) or not isinstance(row, int) or not 0 <= row < T:
+    if isinstance(row, (bool, np.bool_)) or not isinstance(row, (int, np.integer)):
+        raise TypeError(f"row must be an int, got {type(row).__name__} {row!r}")
+    if not 0 <= row < T:
         raise ValueError(f"row must be a query row in 0..{T - 1}, got {row!r}")
+    row = int(row)
     grid = tile_grid(T, T, block_q, block_k, is_causal)
     steps = row_trace(demo_scores()[row], row, block_q, block_k, is_causal)
 
