@@ -39,6 +39,14 @@ class KVCache:
     start: int = 0
 
     def __post_init__(self) -> None:
+        k, v = self.keys, self.values
+        fine = isinstance(k, Tensor) and isinstance(v, Tensor) and k.ndim == 4  # one decode step
+        fine = fine and k.shape == v.shape and k.dtype == v.dtype and k.device == v.device
+        if not (fine and type(self.start) is int and self.start >= 0):  # makes one: stay quick
+            self._explain()
+
+    def _explain(self) -> None:
+        """Raise the error that says what is wrong (a NumPy integer start is fine)."""
         for name, x in (("keys", self.keys), ("values", self.values)):
             validation.require_array(name, x, Tensor, "torch.Tensor")
             validation.require_ndim(name, x, (4,), "(B, h_kv, T, d_k)")
