@@ -125,11 +125,10 @@ def sequence_blocks(T: int, world_size: int, layout: str = "contiguous") -> list
         raise ValueError(f"layout must be 'contiguous' or 'zigzag', got {layout!r}")
     pieces = world_size if layout == "contiguous" else 2 * world_size
     if T < pieces:
-        cut = f"cuts T into 2 x {world_size} = {pieces} chunks" if layout == "zigzag" else (
-            f"cuts T into {pieces} blocks")  # fmt: skip
+        cut = f"2 x {world_size} = {pieces} chunks" if layout == "zigzag" else f"{pieces} blocks"
         raise ValueError(
-            f"T={T} tokens are too few for world_size={world_size}: the {layout} layout {cut}, "
-            f"so it needs T >= {pieces}"
+            f"T={T} tokens are too few for world_size={world_size}: the {layout} layout cuts T "
+            f"into {cut}, so it needs T >= {pieces}"
         )
     chunks = torch.arange(T).tensor_split(pieces)
     if layout == "contiguous":

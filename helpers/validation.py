@@ -3,7 +3,8 @@
 Every check raises ``ValueError`` (wrong shape or value) or ``TypeError`` (wrong type or dtype)
 with a message that names the argument and shows the shapes involved. The checks read only
 ``.shape``, ``.ndim``, ``.dtype`` and ``.device``, so one check serves NumPy arrays and torch
-tensors alike. The computations behind the public functions do not check again.
+tensors alike; only NumPy values are looked at, for NaN, infinity and scores that overflow. The
+computations behind the public functions do not check again.
 
 Notation: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``; model inputs
 ``(B, T, D)``; masks boolean, **True = may attend**.
