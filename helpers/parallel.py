@@ -325,6 +325,8 @@ def _entry(rank, world_size, port, worker, args, folder):
                             timeout=TIMEOUT)  # fmt: skip
     try:
         result = worker(rank, world_size, *args)
+        if not isinstance(result, Tensor):
+            raise TypeError(f"a worker must return a torch.Tensor, got {type(result).__name__}")
         torch.save(result.cpu(), Path(folder) / f"{rank}.pt")
     except Exception as error:  # note when and what, so the caller names the first failure
         message = f"{type(error).__name__}: {error}".strip().splitlines()[0]

@@ -441,6 +441,12 @@ def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
     assert 'put the call under `if __name__ == "__main__":`' in last, last
 
 
+def test_a_worker_that_returns_no_tensor_is_named():
+    with pytest.raises(RuntimeError, match=r"^worker \d of 2 failed: TypeError: a worker must "
+                                           r"return a torch\.Tensor, got NoneType$"):  # fmt: skip
+        parallel.spawn(process_tools.returns_nothing, 2, ())
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")
 @pytest.mark.parametrize("moment", ["starting", "running"])
 def test_workers_end_with_the_caller_when_it_is_killed(tmp_path, moment):
