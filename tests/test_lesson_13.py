@@ -531,7 +531,7 @@ def test_each_check_of_notebook_13s_exercises_catches_its_own_mistake(
 ):
     exercises.check(name, WRONG[name][mistake])
     out = capsys.readouterr().out
-    assert f"check {check} of {of} failed" in out and message in out, out
+    assert f"check {check} (of {of}) failed" in out and message in out, out
 
 
 # --- the explorer --------------------------------------------------------------------------

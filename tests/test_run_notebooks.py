@@ -48,12 +48,12 @@ def was_written(path) -> bool:
 # --- which notebooks carry live timings --------------------------------------------------
 
 
-@pytest.mark.parametrize("number", ["06", "07", "08"])
+@pytest.mark.parametrize("number", ["04", "06", "07", "08", "09", "11", "12", "13"])
 def test_notebooks_that_time_something_are_found(number):
     assert run_notebooks.has_live_timings(read(BY_NUMBER[number]))
 
 
-@pytest.mark.parametrize("number", ["00", "01", "02", "05"])
+@pytest.mark.parametrize("number", ["00", "01", "02", "03", "05", "10"])
 def test_notebooks_that_time_nothing_are_not(number):
     assert not run_notebooks.has_live_timings(read(BY_NUMBER[number]))
 

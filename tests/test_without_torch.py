@@ -58,7 +58,7 @@ def test_the_numpy_half_s_helpers_and_checkers_do_not_import_torch():
     probe = "import importlib, sys\n"
     probe += "".join(f"importlib.import_module({name!r})\n" for name in sorted(modules))
     probe += "from helpers.exercises import get\n"
-    probe += "".join(f"get({e!r})\n" for e in ["row_sums", "one_head"])  # first and last
+    probe += "".join(f"get({e!r})\n" for e in ["row_sums", "head_contributions"])  # first and last
     probe += "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])"
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120

@@ -48,7 +48,6 @@ LIVE_NOTE = (
     "A saved picture: this explorer is live in Jupyter. Run the notebook (<code>make lab</code>, "
     "or Colab) to move its controls."
 )
-PAGES = {".ipynb", ".md"}
 
 
 # --- widgets as static HTML -------------------------------------------------------------

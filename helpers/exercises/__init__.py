@@ -2,9 +2,9 @@
 
 Each exercise has a name, reference checks and a hint. ``check(name, fn)`` runs the checks on a
 learner's function and prints a verdict. A check that recognises a typical slip raises
-:class:`Slip`, whose own hint then replaces the exercise's general one. A function that still raises ``NotImplementedError``
-(the stub the notebook hands out) is reported as *not attempted yet*, without raising, so a
-notebook always runs top to bottom.
+:class:`Slip`, whose own hint then replaces the exercise's general one. A function that still
+raises ``NotImplementedError`` (the stub the notebook hands out) is reported as *not attempted
+yet*, without raising, so a notebook always runs top to bottom.
 
 The exercises live in one module per notebook (``nb00``, ``nb01``, ...) and register
 themselves with :func:`exercise`. A module is imported only when one of its exercises is asked
@@ -62,6 +62,11 @@ def exercise(name: str, notebook: str, hint: str) -> Callable[[Callable], Callab
     """
 
     def register(make_checks: Callable[[], list[Check]]) -> Callable:
+        if name in REGISTRY and REGISTRY[name].notebook != notebook:
+            raise ValueError(
+                f"exercise {name!r} of notebook {notebook} is already registered by notebook "
+                f"{REGISTRY[name].notebook}: give it another name"
+            )
         REGISTRY[name] = Exercise(name, notebook, make_checks(), hint)
         return make_checks
 
