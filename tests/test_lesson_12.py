@@ -805,7 +805,7 @@ def test_each_check_of_notebook_12s_exercises_catches_its_own_mistake(
     exercises.check(name, WRONG[name][mistake])
     out = capsys.readouterr().out
     total = len(exercises.get(name).checks)
-    assert f"check {check} of {total} failed" in out and message in out, out
+    assert f"check {check} (of {total}) failed" in out and message in out, out
 
 
 # --- notebook 12's explorers --------------------------------------------------------------------
