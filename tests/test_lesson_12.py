@@ -10,6 +10,7 @@ decoding. Shapes, pools, block sizes and request mixes are drawn by hypothesis.
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 
@@ -822,6 +823,50 @@ def test_the_pool_picture_colours_each_held_block_and_counts_the_waste():
     boxes = fig.axes[0].collections[0]
     partly = sum(1 for o, f in zip(record.owners, record.filled, strict=True) if o and f < 4)
     assert len(boxes.get_paths()) == 12 + partly  # every block, plus the pale end of partial ones
+    plt.close("all")
+
+
+def test_a_preempted_request_is_named_listed_as_waiting_and_drawn_grey_again():
+    result = pictures.pool_run(4)
+    record = next(h for h in result.history if h.preempted)
+    assert (record.step, record.preempted) == (12, [5])  # the step the notebook points at
+    fig, text = pictures.render_pool(12, 4)
+    assert "preempted here: [5]" in text
+    waiting = re.search(r"waiting: \[([\d, ]*)\]", text).group(1)
+    assert "5" in waiting.split(", ") and "preempted, to be prefilled again: [5]" in text
+    assert "holding blocks: [2, 3, 4]" in text
+    # r5 ran at step 11 only, then waits in grey from step 12 until it is prefilled again
+    assert pictures.run_spans(result)[5][0] == (11, 12)
+    restart = pictures.run_spans(result)[5][1][0]
+    bars = [b for b in fig.axes[1].patches if b.get_y() < 5 < b.get_y() + b.get_height()]
+    grey = [(b.get_x(), b.get_x() + b.get_width()) for b in bars
+            if tuple(b.get_facecolor()[:3]) == pictures.FREE]  # fmt: skip
+    assert (12, restart) in grey
+    plt.close("all")
+
+
+def test_each_run_span_ends_where_the_request_is_preempted_or_finishes():
+    for size in pictures.BLOCK_SIZES:
+        result = pictures.pool_run(size)
+        spans = pictures.run_spans(result)
+        for r in result.requests:
+            assert len(spans[r.rid]) == r.preemptions + 1
+            assert spans[r.rid][0][0] == r.first_token_step
+            assert spans[r.rid][-1][1] == r.finish_step + 1
+            ends, starts = [b for _, b in spans[r.rid][:-1]], [a for a, _ in spans[r.rid][1:]]
+            assert all(b <= a for b, a in zip(ends, starts, strict=True))  # waits between runs
+            assert all(a < b for a, b in spans[r.rid])
+
+
+def test_the_pool_caption_says_where_the_run_ended_past_its_last_step():
+    last = pictures.pool_run(4).history[-1].step
+    _, text = pictures.render_pool(pictures.MAX_STEP, 4)
+    assert text.startswith(f"step {pictures.MAX_STEP}: the run ended at step {last}")
+    assert "blocks in use: none of 12" in text and "0 of 0 slots" not in text
+    _, text = pictures.render_pool(6, 4)  # no request in the engine between steps 5 and 8
+    assert text.startswith("step 6: nothing to run") and "as step 5 left it" in text
+    _, text = pictures.render_pool(last, 4)  # only r9 is left, decoding its last token
+    assert "1 token in the forward" in text and "1 tokens" not in text
     plt.close("all")
 
 
