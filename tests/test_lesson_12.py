@@ -737,6 +737,11 @@ def _merge_by_exp(out_a, lse_a, out_b, lse_b):  # right maths, overflows
     return (a[..., None] * out_a + b[..., None] * out_b) / (a + b)[..., None], torch.log(a + b)
 
 
+def _merge_without_last_axis(out_a, lse_a, out_b, lse_b):  # (..., T_q) times (..., T_q, d)
+    lse = torch.logaddexp(lse_a, lse_b)
+    return torch.exp(lse_a - lse) * out_a + torch.exp(lse_b - lse) * out_b, lse
+
+
 def _keep(p, q, token):
     extra = (p - q).clamp(min=0)
     return min(1.0, float(p[token] / q[token])), extra / extra.sum()
@@ -758,6 +763,7 @@ WRONG = {
         "plain_average": lambda a, la, b, lb: ((a + b) / 2, torch.logaddexp(la, lb)),
         "lse_of_one_half": lambda a, la, b, lb: (_merge(a, la, b, lb)[0], la),
         "output_only": lambda a, la, b, lb: _merge(a, la, b, lb)[0],
+        "shares_without_a_last_axis": _merge_without_last_axis,
     },
     "keep_and_residual": {
         "p_over_q_unclipped": lambda p, q, t: (float(p[t] / q[t]), _keep(p, q, t)[1]),
@@ -788,12 +794,14 @@ CAUGHT_BY = [
     ("gather_keys", "blocks_in_number_order", 1, "check the order"),
     ("gather_keys", "whole_blocks", 1, "expected (h_kv, seq_len, d) = (2, 10, 3), got (2, 12, 3)"),
     ("merge_two", "output_only", 1, "return the tuple (out, lse)"),
+    ("merge_two", "shares_without_a_last_axis", 1, "Hint: give each share a last axis of length 1"),
     ("merge_two", "plain_average", 2, "weigh each half by its share"),
     ("merge_two", "lse_of_one_half", 2, "lse must be the log-sum-exp of all the scores"),
     ("merge_two", "by_exp_of_lse", 3, "exp(lse) overflows"),
     ("keep_and_residual", "p_over_q_unclipped", 1, "min(1, p/q) = 1.0, got 2"),
     ("keep_and_residual", "resample_from_p", 2, "got [0.5 0.2 0.2 0.1]"),
     ("keep_and_residual", "residual_not_normalised", 2, "max(0, p - q) normalised"),
+    ("keep_and_residual", "residual_the_wrong_way", 2, "where the target has more probability"),
 ]
 
 
