@@ -846,9 +846,11 @@ def test_a_preempted_request_is_named_listed_as_waiting_and_drawn_grey_again():
     # r5 ran at step 11 only, then waits in grey from step 12 until it is prefilled again
     assert pictures.run_spans(result)[5][0] == (11, 12)
     restart = pictures.run_spans(result)[5][1][0]
-    bars = [b for b in fig.axes[1].patches if b.get_y() < 5 < b.get_y() + b.get_height()]
-    grey = [(b.get_x(), b.get_x() + b.get_width()) for b in bars
-            if tuple(b.get_facecolor()[:3]) == pictures.FREE]  # fmt: skip
+    bars = fig.axes[1].collections[0]
+    grey = [(round(x0), round(x1)) for path, face in zip(bars.get_paths(), bars.get_facecolors(),
+                                                         strict=True)
+            if np.allclose(face[:3], pictures.FREE) and path.vertices[0, 1] < 5 < path.vertices[2, 1]
+            for x0, x1 in [(path.vertices[:, 0].min(), path.vertices[:, 0].max())]]  # fmt: skip
     assert (12, restart) in grey
     plt.close("all")
 

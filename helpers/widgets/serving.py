@@ -107,13 +107,15 @@ def run_spans(result: ServeResult) -> dict[int, list[tuple[int, int]]]:
 
 def _draw_timeline(ax, result: ServeResult, step: int) -> None:
     """Each request's waits in grey and its runs in its colour, a line after ``step``."""
-    colours, spans = request_colours(), run_spans(result)
+    colours, spans, bars, faces = request_colours(), run_spans(result), [], []
     for r in result.requests:
         waited_from = r.arrival
         for start, stop in spans[r.rid]:
-            ax.barh(r.rid, start - waited_from, left=waited_from, color=FREE, height=0.6)
-            ax.barh(r.rid, stop - start, left=start, color=colours[r.rid], height=0.6)
+            bars += [plt.Rectangle((waited_from, r.rid - 0.3), start - waited_from, 0.6),
+                     plt.Rectangle((start, r.rid - 0.3), stop - start, 0.6)]  # fmt: skip
+            faces += [FREE, colours[r.rid]]
             waited_from = stop  # after a preemption, grey again until the next prefill
+    ax.add_collection(PatchCollection(bars, facecolors=faces, linewidths=0))
     ax.axvline(step + 0.5, color="black", lw=1)
     ax.set(xlim=(0, MAX_STEP), ylim=(POOL_REQUESTS - 0.5, -0.5), xlabel="engine step")
     ax.set_yticks(range(POOL_REQUESTS), [f"r{i}" for i in range(POOL_REQUESTS)])
@@ -185,7 +187,7 @@ def render_pool(step: int, block_size: int) -> tuple[Figure, str]:
     axes[0].set_title(f"pool of {POOL_SLOTS} slots, blocks of {block_size} (pale: reserved, empty)",
                       fontsize=10)  # fmt: skip
     _draw_timeline(axes[1], result, step)
-    fig.subplots_adjust(left=0.02, right=0.99, wspace=0.12)
+    fig.subplots_adjust(left=0.02, right=0.99, bottom=0.15, wspace=0.12)
     return fig, pool_caption(result, index, block_size, step)
 
 
