@@ -10,6 +10,7 @@ decoding. Shapes, pools, block sizes and request mixes are drawn by hypothesis.
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 
@@ -736,6 +737,11 @@ def _merge_by_exp(out_a, lse_a, out_b, lse_b):  # right maths, overflows
     return (a[..., None] * out_a + b[..., None] * out_b) / (a + b)[..., None], torch.log(a + b)
 
 
+def _merge_without_last_axis(out_a, lse_a, out_b, lse_b):  # (..., T_q) times (..., T_q, d)
+    lse = torch.logaddexp(lse_a, lse_b)
+    return torch.exp(lse_a - lse) * out_a + torch.exp(lse_b - lse) * out_b, lse
+
+
 def _keep(p, q, token):
     extra = (p - q).clamp(min=0)
     return min(1.0, float(p[token] / q[token])), extra / extra.sum()
@@ -757,6 +763,7 @@ WRONG = {
         "plain_average": lambda a, la, b, lb: ((a + b) / 2, torch.logaddexp(la, lb)),
         "lse_of_one_half": lambda a, la, b, lb: (_merge(a, la, b, lb)[0], la),
         "output_only": lambda a, la, b, lb: _merge(a, la, b, lb)[0],
+        "shares_without_a_last_axis": _merge_without_last_axis,
     },
     "keep_and_residual": {
         "p_over_q_unclipped": lambda p, q, t: (float(p[t] / q[t]), _keep(p, q, t)[1]),
@@ -787,12 +794,14 @@ CAUGHT_BY = [
     ("gather_keys", "blocks_in_number_order", 1, "check the order"),
     ("gather_keys", "whole_blocks", 1, "expected (h_kv, seq_len, d) = (2, 10, 3), got (2, 12, 3)"),
     ("merge_two", "output_only", 1, "return the tuple (out, lse)"),
+    ("merge_two", "shares_without_a_last_axis", 1, "Hint: give each share a last axis of length 1"),
     ("merge_two", "plain_average", 2, "weigh each half by its share"),
     ("merge_two", "lse_of_one_half", 2, "lse must be the log-sum-exp of all the scores"),
     ("merge_two", "by_exp_of_lse", 3, "exp(lse) overflows"),
     ("keep_and_residual", "p_over_q_unclipped", 1, "min(1, p/q) = 1.0, got 2"),
     ("keep_and_residual", "resample_from_p", 2, "got [0.5 0.2 0.2 0.1]"),
     ("keep_and_residual", "residual_not_normalised", 2, "max(0, p - q) normalised"),
+    ("keep_and_residual", "residual_the_wrong_way", 2, "where the target has more probability"),
 ]
 
 
@@ -822,6 +831,52 @@ def test_the_pool_picture_colours_each_held_block_and_counts_the_waste():
     boxes = fig.axes[0].collections[0]
     partly = sum(1 for o, f in zip(record.owners, record.filled, strict=True) if o and f < 4)
     assert len(boxes.get_paths()) == 12 + partly  # every block, plus the pale end of partial ones
+    plt.close("all")
+
+
+def test_a_preempted_request_is_named_listed_as_waiting_and_drawn_grey_again():
+    result = pictures.pool_run(4)
+    record = next(h for h in result.history if h.preempted)
+    assert (record.step, record.preempted) == (12, [5])  # the step the notebook points at
+    fig, text = pictures.render_pool(12, 4)
+    assert "preempted here: [5]" in text
+    waiting = re.search(r"waiting: \[([\d, ]*)\]", text).group(1)
+    assert "5" in waiting.split(", ") and "preempted, to be prefilled again: [5]" in text
+    assert "holding blocks: [2, 3, 4]" in text
+    # r5 ran at step 11 only, then waits in grey from step 12 until it is prefilled again
+    assert pictures.run_spans(result)[5][0] == (11, 12)
+    restart = pictures.run_spans(result)[5][1][0]
+    bars = fig.axes[1].collections[0]
+    grey = [(round(x0), round(x1)) for path, face in zip(bars.get_paths(), bars.get_facecolors(),
+                                                         strict=True)
+            if np.allclose(face[:3], pictures.FREE) and path.vertices[0, 1] < 5 < path.vertices[2, 1]
+            for x0, x1 in [(path.vertices[:, 0].min(), path.vertices[:, 0].max())]]  # fmt: skip
+    assert (12, restart) in grey
+    plt.close("all")
+
+
+def test_each_run_span_ends_where_the_request_is_preempted_or_finishes():
+    for size in pictures.BLOCK_SIZES:
+        result = pictures.pool_run(size)
+        spans = pictures.run_spans(result)
+        for r in result.requests:
+            assert len(spans[r.rid]) == r.preemptions + 1
+            assert spans[r.rid][0][0] == r.first_token_step
+            assert spans[r.rid][-1][1] == r.finish_step + 1
+            ends, starts = [b for _, b in spans[r.rid][:-1]], [a for a, _ in spans[r.rid][1:]]
+            assert all(b <= a for b, a in zip(ends, starts, strict=True))  # waits between runs
+            assert all(a < b for a, b in spans[r.rid])
+
+
+def test_the_pool_caption_says_where_the_run_ended_past_its_last_step():
+    last = pictures.pool_run(4).history[-1].step
+    _, text = pictures.render_pool(pictures.MAX_STEP, 4)
+    assert text.startswith(f"step {pictures.MAX_STEP}: the run ended at step {last}")
+    assert "blocks in use: none of 12" in text and "0 of 0 slots" not in text
+    _, text = pictures.render_pool(6, 4)  # no request in the engine between steps 5 and 8
+    assert text.startswith("step 6: nothing to run") and "as step 5 left it" in text
+    _, text = pictures.render_pool(last, 4)  # only r9 is left, decoding its last token
+    assert "1 token in the forward" in text and "1 tokens" not in text
     plt.close("all")
 
 

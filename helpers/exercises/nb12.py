@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from helpers.exercises import assert_shape, exercise
+from helpers.exercises import Slip, assert_shape, exercise
 
 
 def _randn(*shape: int, seed: int) -> torch.Tensor:
@@ -27,9 +27,9 @@ def _keys_by_hand(k_cache: torch.Tensor, table: list[int], seq_len: int) -> torc
 @exercise(
     "gather_keys",
     notebook="12",
-    hint="Keep the blocks in use, blocks = block_table[: ceil(seq_len / block_size)]; "
-    "k_cache[blocks] is (n, h_kv, block_size, d): move the block axis next to the slot axis "
-    "with .transpose(0, 1) -> (h_kv, n, block_size, d), .reshape(h_kv, n * block_size, d), "
+    hint="Token t lives in block block_table[t // block_size], at offset t % block_size. Take "
+    "the blocks the sequence uses from the pool, in the table's order; for each KV head, lay "
+    "their slots end to end (a reshape merges two axes only when they sit next to each other); "
     "then keep the first seq_len tokens.",
 )
 def _gather_keys():
@@ -73,13 +73,30 @@ def _attention_and_lse(q, k, v):
     return torch.softmax(scores, dim=-1) @ v, torch.logsumexp(scores, dim=-1)
 
 
+def _call_merge(fn, *args):
+    """``fn(*args)``, with a shape clash between a share and an output named as the slip it is."""
+    try:
+        return fn(*args)
+    except RuntimeError as error:
+        if "must match the size of tensor" not in str(error):
+            raise
+        out_shape, lse_shape = tuple(args[0].shape), tuple(args[1].shape)
+        raise Slip(
+            f"{type(error).__name__}: {error}. A share has the shape of lse, {lse_shape} "
+            f"(..., T_q), an output {out_shape} (..., T_q, d): multiplied as they are, the shares "
+            "line up with the last axis, d, not with the queries",
+            "give each share a last axis of length 1, share[..., None] (..., T_q, 1), so that "
+            "one number multiplies the whole output row of its query.",
+        ) from error
+
+
 @exercise(
     "merge_two",
     notebook="12",
-    hint="lse = torch.logaddexp(lse_a, lse_b) is the log-sum-exp of all the scores; chunk a "
-    "holds the share exp(lse_a - lse) of the softmax mass, b the rest. out = exp(lse_a - lse)"
-    "[..., None] * out_a + exp(lse_b - lse)[..., None] * out_b. Never take exp(lse) itself: "
-    "it overflows.",
+    hint="Each half's output is already averaged over its own keys. Weigh it by the share of "
+    "the whole softmax mass that its keys hold: exp(lse) is a half's mass, so the merged lse is "
+    "the log of the two masses added, and a half's share is a difference of log-sum-exps, "
+    "exponentiated. Work with differences only: exp of a large lse overflows.",
 )
 def _merge_two():
     T_q, T_k, d = 3, 10, 4
@@ -91,7 +108,7 @@ def _merge_two():
         return (*a, *b)
 
     def returns_output_and_lse(fn):
-        result = fn(*halves(q, k, v, 4))
+        result = _call_merge(fn, *halves(q, k, v, 4))
         assert isinstance(result, tuple) and len(result) == 2, "return the tuple (out, lse)"
         assert_shape(result[0], (2, T_q, d), "(..., T_q, d)", name="out")
         assert_shape(result[1], (2, T_q), "(..., T_q)", name="lse")
@@ -138,9 +155,10 @@ def _distribution_of_one_token(fn, p, q):
 @exercise(
     "keep_and_residual",
     notebook="12",
-    hint="keep = min(1, p[token] / q[token]): a token the draft offers more often than the "
-    "target wants is kept only that share of the time. residual = (p - q).clamp(min=0), "
-    "divided by its sum: where the target wants more than the draft offered. "
+    hint="A token the draft offers more often than the target wants must be kept only part of "
+    "the time, so that it comes out exactly as often as the target would write it; one it "
+    "offers less often is always kept. A rejection then frees probability, and the replacement "
+    "must hand it to the tokens the draft under-offers, in proportion to how much each is short. "
     "Return (keep, residual).",
 )
 def _keep_and_residual():
@@ -162,7 +180,10 @@ def _keep_and_residual():
         assert_shape(got, (4,), "(V,)", name="residual")
         assert torch.allclose(got, want, atol=1e-12), (
             f"residual must be max(0, p - q) normalised, {want.numpy().round(3)}, "
-            f"got {got.numpy().round(3)}"
+            f"got {got.numpy().round(3)}: a rejection only ever takes probability away from "
+            "tokens the draft offers more than the target wants (p < q), so the replacement "
+            "must give it back where the target has more probability than the draft (p > q), "
+            "each in proportion to p - q, and nothing elsewhere"
         )
 
     def every_token_is_distributed_as_the_target(fn):

@@ -4,7 +4,7 @@
   continuous-batching engine from a pool of :data:`POOL_SLOTS` token slots cut into blocks of
   ``block_size``. At engine step ``step``: every block, coloured by the request that holds it
   (its unfilled slots paler: the waste of the last block), and a timeline of each request's
-  wait and run.
+  waits (before its first prefill, and again after each preemption) and runs.
 * :func:`render_speculation` (section 7): greedy speculative decoding of one prompt with ``k``
   proposals per round from the ``draft``; each round's proposals, kept or rejected, and the
   target's own token; beside it the acceptance rate and the target calls for every k.
@@ -87,45 +87,96 @@ def _draw_pool(ax, record, block_size: int) -> None:
         side.set_visible(False)
 
 
+def run_spans(result: ServeResult) -> dict[int, list[tuple[int, int]]]:
+    """Per request, the steps it held blocks: ``[(start, stop), ...]``, ``stop`` excluded.
+
+    A request runs from the step that prefills it until the step that finishes it; a request
+    preempted at step s ran last at step s - 1, waits, and runs again from its next prefill.
+    """
+    spans: dict[int, list[tuple[int, int]]] = {r.rid: [] for r in result.requests}
+    started: dict[int, int] = {}
+    for record in result.history:  # in a step: preemptions first, then prefills, then finishes
+        for rid in record.preempted:
+            spans[rid].append((started.pop(rid), record.step))
+        for rid in record.prefills:
+            started[rid] = record.step
+        for rid in record.finished:
+            spans[rid].append((started.pop(rid), record.step + 1))
+    return spans
+
+
 def _draw_timeline(ax, result: ServeResult, step: int) -> None:
-    colours = request_colours()
+    """Each request's waits in grey and its runs in its colour, a line after ``step``."""
+    colours, spans, bars, faces = request_colours(), run_spans(result), [], []
     for r in result.requests:
-        ax.barh(r.rid, r.first_token_step - r.arrival, left=r.arrival, color=FREE, height=0.6)
-        ax.barh(r.rid, r.finish_step + 1 - r.first_token_step, left=r.first_token_step,
-                color=colours[r.rid], height=0.6)  # fmt: skip
+        waited_from = r.arrival
+        for start, stop in spans[r.rid]:
+            bars += [plt.Rectangle((waited_from, r.rid - 0.3), start - waited_from, 0.6),
+                     plt.Rectangle((start, r.rid - 0.3), stop - start, 0.6)]  # fmt: skip
+            faces += [FREE, colours[r.rid]]
+            waited_from = stop  # after a preemption, grey again until the next prefill
+    ax.add_collection(PatchCollection(bars, facecolors=faces, linewidths=0))
     ax.axvline(step + 0.5, color="black", lw=1)
     ax.set(xlim=(0, MAX_STEP), ylim=(POOL_REQUESTS - 0.5, -0.5), xlabel="engine step")
     ax.set_yticks(range(POOL_REQUESTS), [f"r{i}" for i in range(POOL_REQUESTS)])
-    ax.set_title("grey: waiting, colour: running", fontsize=10)
+    ax.set_title("grey: waiting (also after a preemption), colour: holding blocks", fontsize=10)
 
 
-def pool_caption(result: ServeResult, index: int, block_size: int) -> str:
-    """What the pool holds after record ``index`` of the run."""
+def _count(n: int, noun: str) -> str:
+    """``1 token``, ``2 tokens``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _step_line(result: ServeResult, index: int, step: int) -> str:
+    """What happened at ``step``: the record's work, or why there is no record of it."""
+    record, last = result.history[index], result.history[-1].step
+    if step > last:
+        return (f"step {step}: the run ended at step {last}, every request finished; "
+                f"the pool as the last step left it")  # fmt: skip
+    if step != record.step:
+        return (f"step {step}: nothing to run (every request so far has finished, the next has "
+                f"not arrived); the pool as step {record.step} left it")  # fmt: skip
+    return (f"step {step}: {_count(record.tokens, 'token')} in the forward (prefill "
+            f"{record.prefills or 'none'}, decode {record.decodes or 'none'}); finished here: "
+            f"{record.finished or 'none'}; preempted here: {record.preempted or 'none'}")  # fmt: skip
+
+
+def pool_caption(result: ServeResult, index: int, block_size: int, step: int | None = None) -> str:
+    """What the pool holds after record ``index`` of the run, shown at engine step ``step``
+    (the record's own step by default; a later one when no step ran there)."""
     record = result.history[index]
+    step = record.step if step is None else step
     used = sum(1 for o in record.owners if o)
     filled = sum(record.filled)
     running = sorted({r for owners in record.owners for r in owners})
-    done = [
-        r.rid for r in result.requests if r.finish_step is not None and r.finish_step <= record.step
-    ]
+    done = [r.rid for r in result.requests
+            if r.finish_step is not None and r.finish_step <= record.step]  # fmt: skip
     waiting = [r.rid for r in result.requests
-               if r.arrival <= record.step and r.first_token_step is not None
-               and r.first_token_step > record.step]  # fmt: skip
+               if r.arrival <= step and r.rid not in running and r.rid not in done]  # fmt: skip
+    before = {rid for h in result.history[: index + 1] for rid in h.preempted}
+    again = [rid for rid in waiting if rid in before]
     preempted = sum(len(h.preempted) for h in result.history[: index + 1])
+    blocks = (f"blocks in use {used} of {len(record.owners)} (block_size {block_size}): "
+              f"{filled} of {used * block_size} slots hold a token, "
+              f"{used * block_size - filled} wait empty in last blocks" if used else
+              f"blocks in use: none of {len(record.owners)} (block_size {block_size})")  # fmt: skip
     return "\n".join([
-        f"step {record.step}: {record.tokens} tokens in the forward (prefill {record.prefills}, "
-        f"decode {record.decodes}); finished here: {record.finished or 'none'}",
-        f"holding blocks: {running or 'nobody'}; waiting: {waiting or 'nobody'}; "
-        f"finished so far: {len(done)} of {POOL_REQUESTS}",
-        f"blocks in use {used} of {len(record.owners)} (block_size {block_size}): "
-        f"{filled} of {used * block_size} slots hold a token"
-        + (f", {used * block_size - filled} wait empty in last blocks" if used else ""),
-        f"preemptions so far: {preempted}; the whole mix took {result.steps} steps",
+        _step_line(result, index, step),
+        f"holding blocks: {running or 'nobody'}; waiting: {waiting or 'nobody'}"
+        + (f" (preempted, to be prefilled again: {again})" if again else "")
+        + f"; finished so far: {len(done)} of {POOL_REQUESTS}",
+        blocks,
+        f"preemptions so far: {preempted}; the whole mix took {result.steps} steps "
+        f"(0 to {result.history[-1].step})",
     ])  # fmt: skip
 
 
 def render_pool(step: int, block_size: int) -> tuple[Figure, str]:
-    """The pool and the requests' timeline after engine step ``step`` (0..:data:`MAX_STEP`)."""
+    """The pool and the requests' timeline after engine step ``step`` (0..:data:`MAX_STEP`).
+
+    Past the end of the run (which is shorter than :data:`MAX_STEP` for small blocks) the
+    picture stays at the last step, and the caption says where the run ended.
+    """
     step = validation.require_non_negative_int("step", step)
     if step > MAX_STEP:
         raise ValueError(f"step must lie in 0..{MAX_STEP}, got {step}")
@@ -135,9 +186,9 @@ def render_pool(step: int, block_size: int) -> tuple[Figure, str]:
     _draw_pool(axes[0], result.history[index], block_size)
     axes[0].set_title(f"pool of {POOL_SLOTS} slots, blocks of {block_size} (pale: reserved, empty)",
                       fontsize=10)  # fmt: skip
-    _draw_timeline(axes[1], result, result.history[index].step)
-    fig.subplots_adjust(left=0.02, right=0.99, wspace=0.12)
-    return fig, pool_caption(result, index, block_size)
+    _draw_timeline(axes[1], result, step)
+    fig.subplots_adjust(left=0.02, right=0.99, bottom=0.15, wspace=0.12)
+    return fig, pool_caption(result, index, block_size, step)
 
 
 # --- speculative decoding ---------------------------------------------------------------------
