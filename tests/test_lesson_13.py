@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import ipywidgets as widgets
+import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import pytest
 import torch
@@ -307,19 +308,28 @@ def _count_by_hand(layer: MultiHeadLatentAttention, T_new: int, T_all: int, abso
     return flops + 2 * h * T_new * T_all * (n + r) + 2 * h * T_new * T_all * v
 
 
-@pytest.mark.parametrize(("T_new", "T_all"), [(1, 1), (1, 300), (7, 7), (4, 90)])
+@pytest.mark.parametrize(("T_new", "cached"), [(1, 0), (1, 299), (7, 0), (4, 86)])
 @pytest.mark.parametrize("absorb", [False, True])
-def test_step_flops_count_every_matmul_of_the_layer(T_new, T_all, absorb):
+def test_step_flops_count_every_matmul_of_the_layer(T_new, cached, absorb):
     layer = mla()
     shape = lc.MLAShape(**SIZES, layers=1)
-    assert lc.mla_step_flops(shape, T_all, absorb, T_new) == _count_by_hand(
-        layer, T_new, T_all, absorb
-    )
+    got = lc.mla_step_flops(shape, cached_tokens=cached, absorb=absorb, new_tokens=T_new)
+    assert got == _count_by_hand(layer, T_new, cached + T_new, absorb)
+
+
+def test_step_flops_attend_over_the_cached_tokens_and_the_new_ones():
+    """A decode step over a cache of T tokens attends over T + 1; a prompt read from an empty
+    cache over itself alone."""
+    layer, shape = mla(), lc.MLAShape(**SIZES, layers=1)
+    for absorb in (False, True):
+        assert lc.mla_step_flops(shape, 300, absorb) == _count_by_hand(layer, 1, 301, absorb)
+        assert lc.mla_step_flops(shape, 0, absorb, 9) == _count_by_hand(layer, 9, 9, absorb)
 
 
 def test_absorption_pays_when_decoding_and_not_when_reading_a_long_prompt():
     s = lc.DEEPSEEK_V2
     assert lc.mla_step_flops(s, 4096, True) * 50 < lc.mla_step_flops(s, 4096, False)
+    assert lc.mla_step_flops(s, 0, True, new_tokens=4096) > lc.mla_step_flops(s, 0, False, 4096)
     assert lc.mla_step_flops(s, 4096, True, new_tokens=4096) > lc.mla_step_flops(
         s, 4096, False, 4096
     )
@@ -413,6 +423,8 @@ BAD = {
                                 r"bits must be one of \(16, 8, 4\), got 2"),
     "an_unknown_variant": (lambda: lc.flops_per_cached_token(lc.DEEPSEEK_V2, "mha"), ValueError,
                            "variant must be one of"),
+    "a_negative_cache_length": (lambda: lc.mla_step_flops(lc.DEEPSEEK_V2, -1, True), ValueError,
+                                "cached_tokens must be 0 or more, got -1"),
     "a_latent_size_off_the_menu": (lambda: lc.render_cache_frontier(500, 8, 16), ValueError,
                                    r"kv_latent_dim must be one of \(64, 128"),
 }  # fmt: skip
@@ -513,25 +525,43 @@ def test_notebook_13_exercises_reject_plausible_wrong_answers(name, mistake):
     assert verdict(name, WRONG[name][mistake]) == "failed"
 
 
-CAUGHT_BY = [
-    ("latent_cache_size", "keys_and_values_twice", 1, 3, "expected 40, got 80"),
-    ("latent_cache_size", "forgets_the_layers", 2, 3, "the tensors hold"),
-    ("absorbed_query", "keeps_q_nope", 1, 2, "expected (B, h, T, kv_latent_dim) = (2, 3, 4, 7)"),
-    ("absorbed_query", "all_keys_first", 2, 2, "keys rebuilt head by head"),
-    ("shared_rope_key", "takes_the_first_features", 2, 3, "the last rope_dim features"),
-    ("shared_rope_key", "turns_the_whole_row_then_slices", 3, 3, "at rope_dim's own angles"),
-]
+CAUGHT_BY = [  # (exercise, mistake, failing check, of, what it says, what its hint says)
+    ("latent_cache_size", "keys_and_values_twice", 1, 3, "a key and a value counted",
+     "stands for the keys and the values together"),
+    ("latent_cache_size", "forgets_the_rope_key", 1, 3, "the latent alone", "one more thing"),
+    ("latent_cache_size", "forgets_the_layers", 2, 3, "the tensors hold", "every layer"),
+    ("absorbed_query", "keeps_q_nope", 1, 2, "expected (B, h, T, kv_latent_dim) = (2, 3, 4, 7)",
+     "one block per head"),
+    ("absorbed_query", "all_keys_first", 2, 2, "[all heads' keys | all heads' values]",
+     "rows come head by head"),
+    ("absorbed_query", "the_value_half", 2, 2, "which are value rows", "key rows come first"),
+    ("absorbed_query", "heads_last", 2, 2, "keys rebuilt head by head", "one block per head"),
+    ("shared_rope_key", "takes_the_first_features", 2, 3, "kv_a's first rope_dim features",
+     "which features come after the latent"),
+    ("shared_rope_key", "turns_the_whole_row_then_slices", 3, 3, "angles of the whole",
+     "the cut and the turn"),
+    ("shared_rope_key", "forgets_to_turn", 3, 3, "not turned by its position", "already turned"),
+    ("shared_rope_key", "interleaved_layout", 3, 3, "at rope_dim's own angles",
+     "what does the cache keep"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("name", "mistake", "check", "of", "message"), CAUGHT_BY, ids=[c[1] for c in CAUGHT_BY]
+    ("name", "mistake", "check", "of", "message", "hint"), CAUGHT_BY, ids=[c[1] for c in CAUGHT_BY]
 )
 def test_each_check_of_notebook_13s_exercises_catches_its_own_mistake(
-    name, mistake, check, of, message, capsys
+    name, mistake, check, of, message, hint, capsys
 ):
     exercises.check(name, WRONG[name][mistake])
     out = capsys.readouterr().out
     assert f"check {check} (of {of}) failed" in out and message in out, out
+    assert hint in out.split("Hint: ")[1], out
+
+
+def test_notebook_13s_hints_point_at_the_idea_without_writing_the_code():
+    for ex in exercises.for_notebook("13"):
+        for code in ("apply_rope(", ".view(", "[..., ", " * bytes_per_value", "v_dim"):
+            assert code not in ex.hint, (ex.name, code)
 
 
 # --- the explorer --------------------------------------------------------------------------
@@ -542,12 +572,42 @@ def test_frontier_picture_shows_each_variants_cache_and_point():
     bars, frontier = fig.axes
     widths = [p.get_width() for p in bars.patches]
     assert widths == pytest.approx([b * 60 * lc.CONTEXT / 2**30 for b in (65536, 4096, 512, 1152)])
-    band, dots = frontier.collections  # the GPUs' balance band, a point per variant
-    assert [tuple(xy) for xy in dots.get_offsets()] == [
+    points = [(line.get_xdata()[0], line.get_ydata()[0]) for line in frontier.lines]
+    assert points == [
         (65536, 65536), (4096, 65536), (512, 65536), (1152, 278528), (1152, 33636352)
     ]  # fmt: skip
     assert "1,152 bytes (56.9x less)" in text and "h_kv = 2.25" in text
     assert "241.8 FLOPs per byte read" in text and "121x the absorbed form's 278,528" in text
+    plt.close("all")
+
+
+def _names_in(ax) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def test_frontier_names_every_point_in_its_own_colour_and_marker():
+    fig, _ = lc.render_cache_frontier(512, 8, 16)
+    bars, frontier = fig.axes
+    names = _names_in(frontier)
+    for name in ("MHA", "GQA", "MQA", "MLA\nabsorbed", "MLA naive:\nrebuilds K and V"):
+        assert name in names
+    styles = [(line.get_markeredgecolor() if line.get_markerfacecolor() == "none"
+               else line.get_markerfacecolor(), line.get_marker()) for line in frontier.lines]  # fmt: skip
+    colours, markers = zip(*styles, strict=True)
+    assert len(set(map(str, colours))) == len(set(markers)) == 5
+    bar_colours = [mcolors.to_hex(p.get_facecolor()) for p in bars.patches]
+    assert bar_colours == [mcolors.to_hex(c) for c in colours[:4]]  # a variant, one colour
+    plt.close("all")
+
+
+@pytest.mark.parametrize(("kv_heads", "same"), [(1, "GQA = MQA"), (128, "GQA = MHA")])
+def test_a_gqa_point_on_mqas_or_mhas_is_drawn_hollow_and_named_once(kv_heads, same):
+    fig, _ = lc.render_cache_frontier(512, kv_heads, 16)
+    frontier = fig.axes[1]
+    names = _names_in(frontier)
+    assert same in names and not {"GQA", same.split(" = ")[1]} & set(names)
+    gqa = frontier.lines[1]
+    assert gqa.get_markerfacecolor() == "none"
     plt.close("all")
 
 

@@ -2,8 +2,8 @@
 
 * :func:`cache_bytes_per_token` counts what one token adds to one layer's cache, at 16, 8 or 4
   bits (quantised slices carry one float16 scale each);
-* :func:`mla_step_flops` counts one MLA layer's work for ``new_tokens`` tokens over a cache of
-  ``seq_len``, with per-head keys rebuilt (naive) or with ``kv_b_proj`` absorbed;
+* :func:`mla_step_flops` counts one MLA layer's work for ``new_tokens`` tokens read after
+  ``cached_tokens``, with per-head keys rebuilt (naive) or with ``kv_b_proj`` absorbed;
 * :func:`render_cache_frontier` draws, at DeepSeek-V2's attention sizes, the cache of a long
   text and every variant's bytes against FLOPs per cached token, with GPUs' balance lines.
 
@@ -21,7 +21,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from helpers.bench.peaks import BANDWIDTH_GB_S, peak_tflops
-from helpers.validation import require_positive_int
+from helpers.validation import require_non_negative_int, require_positive_int
 
 BITS = (16, 8, 4)
 SCALE_BYTES = 2  # one float16 scale per separately scaled slice of a token (per head, K and V)
@@ -74,18 +74,22 @@ def mla_widths(kv_latent_dim: int, rope_dim: int) -> list[int]:
     ]
 
 
-def mla_step_flops(shape: MLAShape, seq_len: int, absorb: bool, new_tokens: int = 1) -> int:
-    """FLOPs of one MLA layer for ``new_tokens`` tokens after which ``seq_len`` are cached (B = 1).
+def mla_step_flops(shape: MLAShape, cached_tokens: int, absorb: bool, new_tokens: int = 1) -> int:
+    """FLOPs of one MLA layer reading ``new_tokens`` tokens over a cache that already holds
+    ``cached_tokens`` (B = 1). Their attention covers ``T = cached_tokens + new_tokens`` tokens:
+    a decode step is ``new_tokens = 1``, reading a prompt from an empty cache ``cached_tokens = 0``.
 
     Both forms project the new tokens: ``q_proj``, ``kv_a_proj_with_mqa`` and ``o_proj``. The
-    naive form then rebuilds every cached token's keys and values (``2 T c h (nope + v)``) and
+    naive form then rebuilds the keys and values of all ``T`` tokens (``2 T c h (nope + v)``) and
     attends with them (``2 h T_new T (nope + rope)`` for the scores, ``2 h T_new T v`` for the
     values). The absorbed form folds W_UK into each new query (``2 h T_new nope c``), scores
     over the latent and the rope key (``2 h T_new T (c + rope)``), sums latents
     (``2 h T_new T c``) and unfolds W_UV (``2 h T_new c v``). The whole ``T_new x T`` rectangle
     is counted, as a masked kernel computes it.
     """
-    T, n = require_positive_int("seq_len", seq_len), require_positive_int("new_tokens", new_tokens)
+    past = require_non_negative_int("cached_tokens", cached_tokens)
+    n = require_positive_int("new_tokens", new_tokens)
+    T = past + n
     D, h, c = shape.d_model, shape.num_heads, shape.kv_latent_dim
     nope, rope, v = shape.nope_dim, shape.rope_dim, shape.v_dim
     projections = 2 * n * D * (h * (nope + rope) + c + rope + h * v)
@@ -164,57 +168,106 @@ def gpu_balances() -> dict[str, float]:
     return out
 
 
-def _draw_caches(ax, points: dict[str, tuple[float, int]], colours: list, bits: int) -> None:
+# One colour and one marker per variant, told apart without colour too: seaborn's colorblind
+# palette (blue, orange, green, pink, grey), never its orange beside its vermilion.
+PALETTE = sns.color_palette("colorblind")
+STYLES = {  # variant -> (colour, marker)
+    "MHA": (PALETTE[0], "o"),
+    "GQA": (PALETTE[1], "s"),
+    "MQA": (PALETTE[2], "^"),
+    "MLA absorbed": (PALETTE[4], "D"),
+    "MLA naive": (PALETTE[7], "X"),
+}
+
+
+def _style(name: str) -> tuple:
+    """The (colour, marker) of a variant named as :func:`frontier_points` names it."""
+    return STYLES[_short(name)]
+
+
+def _title(ax, text: str) -> None:
+    """A title placed as plain text: ``set_title`` would measure every artist of the axes at
+    each draw to keep clear of them, a tenth of a redraw."""
+    ax.text(0.5, 1.03, text, transform=ax.transAxes, ha="center", va="bottom", fontsize=10)
+
+
+def _draw_caches(ax, points: dict[str, tuple[float, int]], bits: int) -> None:
     """Horizontal bars: the cache of :data:`CONTEXT` tokens in every layer, per variant."""
     layers = DEEPSEEK_V2.layers
     names = [n.replace(" absorbed", "") for n in list(points)[:4]]  # naive MLA caches the same
     sizes = [n_bytes * layers * CONTEXT / GIB for n_bytes, _ in list(points.values())[:4]]
-    ax.barh(names, sizes, color=colours[:4])
+    ax.barh(names, sizes, color=[_style(n)[0] for n in list(points)[:4]])
     ax.invert_yaxis()
     ax.set_xscale("log")
     for y, size in enumerate(sizes):
         ax.text(size * 1.1, y, f"{size:.3g} GiB", va="center", fontsize=9)
     ax.set_xticks([])  # each bar is labelled with its size
     ax.set_xlim(0.3, max(sizes) * 12)
-    ax.set_title(
-        f"cache of {CONTEXT:,} tokens, {layers} layers, {bits}-bit (log scale)", fontsize=10
-    )
+    _title(ax, f"cache of {CONTEXT:,} tokens, {layers} layers, {bits}-bit (log scale)")
 
 
-def _draw_frontier(ax, points: dict[str, tuple[float, int]], colours: list) -> None:
-    """Bytes against FLOPs per cached token, a point per variant, over the GPUs' balance band."""
+# Where each point's name goes, clear of the others at every setting: (text, x factor, y
+# factor, horizontal alignment). MHA, GQA and MQA share a row (the same FLOPs per cached token)
+# and are named below it; a GQA point on MHA's or MQA's is named once, "GQA = MQA".
+LABELS = {
+    "MHA": ("MHA", 1.0, 0.5, "center"),
+    "GQA": ("GQA", 1.0, 0.5, "center"),
+    "MQA": ("MQA", 1.0, 0.5, "center"),
+    "MLA absorbed": ("MLA\nabsorbed", 0.7, 1.0, "right"),
+    "MLA naive": ("MLA naive:\nrebuilds K and V", 1.45, 1.0, "left"),
+}
+
+
+def _short(name: str) -> str:
+    """``"GQA (h_kv = 8)"`` -> ``"GQA"``: the key of :data:`STYLES` and :data:`LABELS`."""
+    return next(k for k in sorted(STYLES, key=len, reverse=True) if name.startswith(k))
+
+
+def _draw_frontier(ax, points: dict[str, tuple[float, int]]) -> None:
+    """Bytes against FLOPs per cached token, a named point per variant, over the GPUs' balance
+    band. GQA is drawn hollow and larger, so that MHA's or MQA's point shows through where they
+    coincide (h_kv = 128 or 1)."""
     low, high = min(gpu_balances().values()), max(gpu_balances().values())
-    xs = np.array([3e1, 3e5])
+    xs = np.array([1e1, 3e5])
     ax.fill_between(xs, low * xs, high * xs, color="lightgrey", alpha=0.7, lw=0)
     ax.text(1.2e5, high * 1.2e5 * 0.5, "GPU balance", ha="right", va="bottom", fontsize=8,
             color="dimgrey")  # fmt: skip
-    n_bytes, flops = zip(*points.values(), strict=True)
-    ax.scatter(n_bytes, flops, s=60, c=colours, zorder=3)
-    ax.text(n_bytes[4] * 1.4, flops[4], "MLA, naive:\nrebuilds K and V", va="center", fontsize=8)
+    named: dict[tuple[float, int], list[str]] = {}  # position -> the variants drawn there
+    for name, (n_bytes, flops) in points.items():
+        colour, marker = _style(name)
+        if name.startswith("GQA"):  # hollow and larger: a point beneath it still shows
+            style = dict(ms=11, mfc="none", mec=colour, mew=2, zorder=4)
+        else:
+            style = dict(ms=8, mfc=colour, mec="black", mew=0.5, zorder=3)
+        ax.plot([n_bytes], [flops], ls="none", marker=marker, **style)
+        named.setdefault((n_bytes, flops), []).append(_short(name))
+    for (n_bytes, flops), shorts in named.items():
+        text, dx, dy, ha = LABELS[shorts[0]]
+        text = " = ".join(sorted(shorts, key=lambda k: k != "GQA")) if len(shorts) > 1 else text
+        ax.text(n_bytes * dx, flops * dy, text, ha=ha, va="center", fontsize=8, color="0.15")
     ax.set(xscale="log", yscale="log", xlim=tuple(xs), ylim=(1e4, 1e9),
            xlabel="cache bytes per token per layer", ylabel="FLOPs per cached token per step")  # fmt: skip
     # Plain tick labels, no minor ticks: log axes' default "10^k" labels are typeset as maths
     # and their minor ticks laid out, which was most of a redraw.
-    ax.set_xticks([1e2, 1e3, 1e4, 1e5], ["100", "1,000", "10,000", "100,000"])
+    ax.set_xticks([1e1, 1e2, 1e3, 1e4, 1e5], ["10", "100", "1,000", "10,000", "100,000"])
     ax.set_yticks([1e4, 1e6, 1e8], ["1e4", "1e6", "1e8"])
-    ax.set_title("what a decode step reads and computes, per cached token", fontsize=10)
+    _title(ax, "what a decode step reads and computes, per cached token")
 
 
 def render_cache_frontier(kv_latent_dim: int, num_kv_heads: int, bits: int) -> tuple[Figure, str]:
     """The cache of a 131,072-token text, and bytes against FLOPs per cached token, per variant.
 
-    The bars' colours name the points: MHA, GQA, MQA and MLA (absorbed) in the bars' order,
-    then naive MLA, labelled where it stands.
+    Each variant keeps one colour (colorblind palette) in both panels; in the right panel it also
+    has its own marker and is named beside its point.
     """
     points = frontier_points(kv_latent_dim, num_kv_heads, bits)
-    colours = sns.color_palette("colorblind", len(points))
     fig, (bars, frontier) = plt.subplots(1, 2, figsize=(12.5, 3.9),
                                          gridspec_kw={"width_ratios": [1, 1.25]})  # fmt: skip
-    _draw_caches(bars, points, colours, bits)
-    _draw_frontier(frontier, points, colours)
+    _draw_caches(bars, points, bits)
+    _draw_frontier(frontier, points)
     for ax in (bars, frontier):
         ax.minorticks_off()
-    fig.subplots_adjust(left=0.2, right=0.99, wspace=0.55)
+    fig.subplots_adjust(left=0.17, right=0.99, wspace=0.45)
     return fig, _caption(points, kv_latent_dim, num_kv_heads, bits)
 
 
