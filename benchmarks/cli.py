@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
-import os
 import re
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -121,9 +121,25 @@ def folder(text: str) -> Path:
     ancestor = next(p for p in (path, *path.parents) if p.exists())  # "." or "/" at worst
     if not ancestor.is_dir():
         raise argparse.ArgumentTypeError(f"cannot create {text!r}: {str(ancestor)!r} is a file")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
+    if not _can_write_in(ancestor, path):
         raise argparse.ArgumentTypeError(f"cannot create {text!r}: {str(ancestor)!r} is read-only")
     return path
+
+
+def _can_write_in(ancestor: Path, path: Path) -> bool:
+    """Whether a folder can be made in ``ancestor`` (the first step towards ``path``), or a file
+    in it if ``path`` is ``ancestor``. Tried, then undone: ``os.access`` says yes to root
+    everywhere (as in Colab), even in /proc."""
+    try:
+        if path == ancestor:
+            tempfile.TemporaryFile(dir=ancestor).close()
+        else:
+            step = ancestor / path.relative_to(ancestor).parts[0]
+            step.mkdir()
+            step.rmdir()
+    except OSError:
+        return False
+    return True
 
 
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -4,7 +4,11 @@ The torch twin of :func:`helpers.numpy_attention.scaled_dot_product_attention`, 
 under both modules of :mod:`helpers.torch_attention`. Heads ``(..., T, d_k)``, boolean masks
 with **True = may attend**, broadcast to ``(..., T_q, T_k)``. A query with no key to attend to
 gets zero weights and a zero output, never NaN. NaN or infinity in an input is not looked for
-(a pass over every tensor): a NaN comes out as NaN in every row that attends to it.
+(a pass over every tensor): a NaN comes out as NaN in every row that attends to it. Nor are
+finite inputs so large that a score ``q k^T / sqrt(d_k)`` overflows (entries near 1e154 in
+float64, 1e19 in float32): such a row comes out NaN, as from torch's own SDPA, since looking
+would cost a pass over the scores and, on a GPU, a wait for the device at every call. The
+NumPy reference, where such numbers are probed, refuses them by name.
 
 :func:`scaled_dot_product_attention` and :func:`sdpa` check their arguments, once;
 :func:`explicit_attention` and :func:`fused_attention` are the same computations unchecked,

@@ -24,6 +24,8 @@ def torch_from_numpy(module: numpy_attention.MultiHeadAttention) -> MultiHeadAtt
         "module", module, numpy_attention.MultiHeadAttention,
         "helpers.numpy_attention.MultiHeadAttention",
     )  # fmt: skip
+    for name, param in module.params.items():
+        validation.require_floating(f"module.params[{name!r}]", param)
     new = MultiHeadAttention(module.d_model, module.num_heads, bias=module.bias)
     new = new.to(torch.from_numpy(module.params["W_q"]).dtype)
     layers = {"q": new.q_proj, "k": new.k_proj, "v": new.v_proj, "o": new.out_proj}

@@ -32,6 +32,8 @@ def online_softmax(x: np.ndarray, block: int = 4) -> np.ndarray:
     """
     x = np.asarray(x)
     validation.require_floating("x", x)
+    if x.ndim == 0:
+        raise ValueError("x must have at least one dimension (..., n), got a 0-d array")
     validation.require_finite("x", x, allow_neg_inf=True)
     block = validation.require_positive_int("block", block)
     m = np.full(x.shape[:-1], -np.inf, dtype=x.dtype)  # running max
@@ -58,10 +60,19 @@ def flash_attention_numpy(
 ) -> np.ndarray:
     """Exact attention by tiles and the online softmax, never holding a ``(T_q, T_k)`` array.
 
-    Returns the output ``(..., T_q, d_v)``. Notebook 09, section 2.
+    Returns the output ``(..., T_q, d_v)``; batch dimensions broadcast as in the reference.
+    Inputs so large that a score ``q k^T / sqrt(d)`` overflows are refused, as the reference
+    refuses them. Notebook 09, section 2.
     """
     _check(q, k, v, block_q, block_k, is_causal)
-    return flash_forward(q, k, v, block_q, block_k, is_causal)[0]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q, k, v = (np.broadcast_to(x, (*batch, *x.shape[-2:])) for x in (q, k, v))  # views
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+        out, lse = flash_forward(q, k, v, block_q, block_k, is_causal)
+    overflowed = ~np.isfinite(lse)  # every row sees key 0, so only an overflow gets here
+    if overflowed.any():
+        validation.raise_scores_overflow(f"{overflowed.sum()} of {lse.size} query rows", q, k)
+    return out
 
 
 def flash_forward(
@@ -107,12 +118,36 @@ def weights_from_lse(
 
     ``rows`` picks query rows; only those rows' scores are formed, ``(..., len(rows), T_k)``.
     """
-    index = np.arange(q.shape[-2])[rows]
+    index = _check_rebuild(q, k, lse, rows, is_causal)
     s = q[..., index, :] @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     if is_causal:
         s = np.where(np.arange(k.shape[-2]) <= index[:, None], s, -np.inf)
     finite = np.isfinite(lse[..., index])[..., None]
     return np.where(finite, np.exp(s - np.where(finite, lse[..., index, None], 0.0)), 0.0)
+
+
+def _check_rebuild(q, k, lse, rows, is_causal) -> np.ndarray:
+    """q and k as for attention, lse ``(..., T_q)`` of their batch, rows a slice or index array
+    of query rows; returns the rows picked, ``(n,)``."""
+    validation.check_attention(q, k, k, None, np.ndarray, "NumPy array")
+    validation.require_bool("is_causal", is_causal)
+    validation.require_array("lse", lse, np.ndarray, "NumPy array")
+    want = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2])
+    if lse.shape != want:
+        raise ValueError(
+            f"lse must have shape {want} for q {q.shape}, k {k.shape}, got {lse.shape}"
+        )
+    validation.require_finite("lse", lse, allow_neg_inf=True)
+    try:
+        index = np.arange(q.shape[-2])[rows]
+    except (IndexError, TypeError, ValueError):
+        index = None
+    if index is None or index.ndim != 1:
+        raise ValueError(
+            f"rows must pick query rows of 0..{q.shape[-2] - 1} (a slice or a 1-D array of "
+            f"indices), got {rows!r}"
+        )
+    return index
 
 
 def flash_backward_numpy(
@@ -131,6 +166,7 @@ def flash_backward_numpy(
     ``(block, block)`` tile of weights is rebuilt, used and dropped. q, k, v ``(T, d)``-style
     arrays with the same leading dimensions.
     """
+    _check_backward(q, k, v, out, lse, grad_out, block, is_causal)
     scale = 1.0 / math.sqrt(q.shape[-1])
     dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
     delta = (grad_out * out).sum(axis=-1)  # (..., T_q): the row sums of dP * P
@@ -160,6 +196,28 @@ def _check(q, k, v, block_q, block_k, is_causal) -> None:
     validation.require_positive_int("block_q", block_q)
     validation.require_positive_int("block_k", block_k)
     validation.require_bool("is_causal", is_causal)
+
+
+def _check_backward(q, k, v, out, lse, grad_out, block, is_causal) -> None:
+    """q, k, v as for the forward pass, with one batch shape; out, lse and grad_out to match."""
+    validation.check_attention(q, k, v, None, np.ndarray, "NumPy array")
+    validation.require_positive_int("block", block)
+    validation.require_bool("is_causal", is_causal)
+    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        raise ValueError(
+            f"q, k, v must have the same leading dimensions: q {q.shape}, k {k.shape}, v {v.shape}"
+        )
+    out_shape = (*q.shape[:-1], v.shape[-1])
+    for name, x, shape in (("out", out, out_shape), ("lse", lse, q.shape[:-1]),
+                           ("grad_out", grad_out, out_shape)):  # fmt: skip
+        validation.require_array(name, x, np.ndarray, "NumPy array")
+        if x.shape != shape:
+            raise ValueError(
+                f"{name} must have shape {shape} to match q {q.shape} and v {v.shape}, "
+                f"got shape {x.shape}"
+            )
+        validation.require_same_dtype(q=q, **{name: x})
+        validation.require_finite(name, x, allow_neg_inf=name == "lse")
 
 
 def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> Any:

@@ -31,6 +31,7 @@ def _forward_kernel(
     cols = tl.arange(0, D)  # (D,) features, padded up to a power of two
     q = tl.load(Q + head * stride_q + rows[:, None] * stride_qt + cols[None, :],
                 mask=(rows[:, None] < T_q) & (cols[None, :] < d), other=0.0)  # fmt: skip
+    q = (q * scale).to(q.dtype)  # scaled once, as flash_forward does: q k^T may overflow alone
     m = tl.full([BLOCK_Q], float("-inf"), tl.float32)  # running max
     l = tl.zeros([BLOCK_Q], tl.float32)  # running sum
     acc = tl.zeros([BLOCK_Q, D], tl.float32)  # running output
@@ -47,7 +48,7 @@ def _forward_kernel(
         v = tl.load(
             V + head * stride_v + keys[:, None] * stride_vt + cols[None, :], mask=kv_mask, other=0.0
         )
-        s = tl.dot(q, tl.trans(k)) * scale  # (BLOCK_Q, BLOCK_K) scores of this tile
+        s = tl.dot(q, tl.trans(k))  # (BLOCK_Q, BLOCK_K) scores of this tile, already scaled
         valid = keys[None, :] < T_k
         if IS_CAUSAL:
             valid = valid & (keys[None, :] <= rows[:, None])

@@ -13,6 +13,7 @@ Shapes: x ``(B, T_new, D)``; q ``(B, h, T_new, d_k)``; cached keys and values
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -29,12 +30,34 @@ class KVCache:
     """The keys and values of every token so far, ``(B, h_kv, T_kept, d_k)`` each.
 
     ``start`` is the position of the first kept token (above 0 once a window dropped some), so
-    ``length`` = start + T_kept counts every token seen.
+    ``length`` = start + T_kept counts every token seen. Checked when made: keys and values of
+    one shape, dtype and device, and a start of 0 or more.
     """
 
     keys: Tensor
     values: Tensor
     start: int = 0
+
+    def __post_init__(self) -> None:
+        k, v = self.keys, self.values
+        fine = isinstance(k, Tensor) and isinstance(v, Tensor) and k.ndim == 4  # one decode step
+        fine = fine and k.shape == v.shape and k.dtype == v.dtype and k.device == v.device
+        if not (fine and type(self.start) is int and self.start >= 0):  # makes one: stay quick
+            self._explain()
+
+    def _explain(self) -> None:
+        """Raise the error that says what is wrong (a NumPy integer start is fine)."""
+        for name, x in (("keys", self.keys), ("values", self.values)):
+            validation.require_array(name, x, Tensor, "torch.Tensor")
+            validation.require_ndim(name, x, (4,), "(B, h_kv, T, d_k)")
+        if self.keys.shape != self.values.shape:
+            raise ValueError(
+                "keys and values must have one shape (B, h_kv, T, d_k): keys "
+                f"{tuple(self.keys.shape)}, values {tuple(self.values.shape)}"
+            )
+        validation.require_same_dtype(keys=self.keys, values=self.values)
+        validation.require_same_device(keys=self.keys, values=self.values)
+        validation.require_non_negative_int("start", self.start)
 
     @property
     def length(self) -> int:
@@ -49,8 +72,13 @@ class KVCache:
 def kv_cache_bytes(
     layers: int, batch: int, seq_len: int, kv_heads: int, d_k: int, bytes_per_value: int
 ) -> int:
-    """``2 · layers · B · T · h_kv · d_k · bytes``: keys and values of every layer and token."""
-    return 2 * layers * batch * seq_len * kv_heads * d_k * bytes_per_value
+    """``2 · layers · B · T · h_kv · d_k · bytes``: keys and values of every layer and token.
+
+    Every size is a positive int (a NumPy integer too).
+    """
+    sizes = dict(layers=layers, batch=batch, seq_len=seq_len, kv_heads=kv_heads, d_k=d_k,
+                 bytes_per_value=bytes_per_value)  # fmt: skip
+    return 2 * math.prod(validation.require_positive_int(n, v) for n, v in sizes.items())
 
 
 class GroupedQueryAttention(nn.Module):
@@ -74,6 +102,11 @@ class GroupedQueryAttention(nn.Module):
                 "serves the same number of query heads"
             )
         validation.require_bool("rope", rope)
+        if rope and (d_model // num_heads) % 2:
+            raise ValueError(
+                f"rope=True turns pairs of features: each head's width d_k = d_model / num_heads "
+                f"= {d_model} / {num_heads} = {d_model // num_heads} must be even"
+            )
         self.window = None if window is None else validation.require_positive_int("window", window)
         self.num_heads, self.num_kv_heads, self.d_k = num_heads, num_kv_heads, d_model // num_heads
         self.rope = rope
@@ -114,7 +147,8 @@ class GroupedQueryAttention(nn.Module):
         return self.out_proj(out), KVCache(keys, values, start)
 
     def _check(self, x: Tensor, cache: KVCache | None) -> None:
-        """x is ``(B, T_new, D)`` in the module's dtype; a cache matches it in B, dtype, h_kv."""
+        """x is ``(B, T_new, D)`` in the module's dtype; a cache matches it in B, dtype, h_kv,
+        device (a :class:`KVCache` checked its values against its keys when it was made)."""
         validation.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
                                        self.q_proj.weight)  # fmt: skip
         if cache is None:
@@ -125,4 +159,9 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError(
                 f"cache keys {tuple(cache.keys.shape)} {cache.keys.dtype} do not fit x "
                 f"{tuple(x.shape)} {x.dtype}: expected (B, h_kv, T, d_k) = {want} in {x.dtype}"
+            )
+        if cache.keys.device != x.device:
+            raise ValueError(
+                f"cache is on {cache.keys.device} but x is on {x.device}, x shape "
+                f"{tuple(x.shape)}; move the cache's keys and values with .to(...)"
             )

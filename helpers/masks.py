@@ -110,6 +110,8 @@ def combine(*masks: Any) -> Any:
     if len(kinds) > 1:
         listed = ", ".join(f"masks[{i}] {type(m).__name__}" for i, m in enumerate(masks))
         raise TypeError(f"masks must be all NumPy arrays or all torch tensors, got {listed}")
+    if kinds == {"torch"}:
+        validation.require_same_device(**{f"masks[{i}]": m for i, m in enumerate(masks)})
     try:
         np.broadcast_shapes(*(validation.shape_of(m) for m in masks))
     except ValueError:
@@ -144,7 +146,13 @@ def to_additive(mask: Any, dtype: Any = None) -> Any:
     """
     validation.require_bool_mask("mask", mask)
     if isinstance(mask, np.ndarray):
-        dtype = np.dtype(dtype or np.float64)
+        try:
+            dtype = np.dtype(np.float64 if dtype is None else dtype)
+        except TypeError:
+            raise TypeError(
+                f"dtype must be a NumPy floating dtype for a NumPy mask, got {dtype!r}; give a "
+                "torch mask (torch.from_numpy(mask)) for a torch dtype"
+            ) from None
         if dtype.kind != "f":
             raise TypeError(f"dtype must be a floating dtype to hold -inf, got {dtype}")
         return np.where(mask, 0.0, -np.inf).astype(dtype)
@@ -162,9 +170,17 @@ def from_additive(additive: Any, threshold: float = -1e4) -> Any:
 
     A position counts as masked where its value is ``-inf`` or at most ``threshold``, so masks
     that use a large negative number (``-1e9``, ``finfo.min``) instead of ``-inf`` convert too.
-    ``threshold`` must be a finite negative number. Notebook 03, section 6.
+    ``threshold`` must be a finite negative number. NaN says neither, and is refused.
+    Notebook 03, section 6.
     """
     validation.require_floating("additive", additive)
+    nan = additive != additive  # NumPy and torch alike
+    if nan.any():
+        raise ValueError(
+            f"additive contains NaN at {int(nan.sum())} of {math.prod(nan.shape)} entries, "
+            f"shape {validation.shape_of(additive)}; an additive mask holds 0 where allowed "
+            "and -inf (or a large negative number) where masked"
+        )
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)):
         raise TypeError(f"threshold must be a number, got {type(threshold).__name__}")
     if not (math.isfinite(threshold) and threshold < 0):

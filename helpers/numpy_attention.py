@@ -5,7 +5,8 @@ Shapes: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``; mod
 broadcastable to the score shape ``(..., T_q, T_k)``. A query row whose keys are all masked
 gets zero weights and a zero output, never NaN. The reference computes only with finite
 numbers: NaN or infinity in its input is an error (``-inf`` in a softmax's input is allowed,
-since that is how a mask arrives).
+since that is how a mask arrives), and so are finite inputs so large that a score
+``q k^T / sqrt(d_k)`` overflows (a ValueError, not a NaN row: its softmax cannot be computed).
 
 Besides attention itself, ``softmax_entropy`` measures how spread out a softmax's rows are
 (notebook 02). Each public function checks its arguments once (``helpers.validation``); the
@@ -75,7 +76,9 @@ def _attention(
 ) -> tuple[np.ndarray, np.ndarray]:
     # Scale q before the product: q k^T itself may overflow where the scaled scores fit.
     # float(): a NumPy float64 scalar would promote float32 to float64 (NumPy 2 rules).
-    scores = (q / float(np.sqrt(q.shape[-1]))) @ np.swapaxes(k, -1, -2)  # (..., T_q, T_k)
+    with np.errstate(over="ignore"):  # an overflow is refused just below, by name
+        scores = (q / float(np.sqrt(q.shape[-1]))) @ np.swapaxes(k, -1, -2)  # (..., T_q, T_k)
+    validation.require_finite_scores(scores, mask, q, k)
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
     weights = _softmax(scores, axis=-1)

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import datetime
 import logging
+import multiprocessing
 import os
 import socket
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,24 +84,29 @@ def tensor_parallel_forward(
 ) -> Tensor:
     """``module(x)`` computed by ``world_size`` processes holding h / world_size heads each.
 
-    x ``(B, T, D)``; mask as for the module. Returns the full output ``(B, T, D)``.
+    x ``(B, T, D)``; mask as for the module: a per-head mask ``(B, h, T, T)`` reaches each rank
+    as the rows of its own heads. Returns the full output ``(B, T, D)``, detached: these
+    processes run the forward pass only.
     """
     shards = tensor_parallel_shards(module, world_size)  # checks module and world_size
     validation.check_module_inputs(x, x, x, mask, module.d_model, module.num_heads,
                                    module.out_proj.weight, is_causal=is_causal)  # fmt: skip
     out_bias = None if module.out_proj.bias is None else module.out_proj.bias.detach()
-    args = (shards, out_bias, x.detach(), mask, module.num_heads // len(shards), is_causal)
+    masks = [mask] * len(shards)  # one per rank: the same mask, or each rank's heads of it
+    if mask is not None and mask.ndim == 4 and mask.shape[1] > 1:
+        masks = list(mask.tensor_split(len(shards), dim=1))  # (B, h/n, T_q, T_k) each
+    args = (shards, out_bias, x.detach(), masks, module.num_heads // len(shards), is_causal)
     return spawn(_tensor_parallel_worker, world_size, args)[0]
 
 
 def _tensor_parallel_worker(
-    rank: int, world_size: int, shards, out_bias, x, mask, heads, is_causal
+    rank: int, world_size: int, shards, out_bias, x, masks, heads, is_causal
 ):
     """Rank ``rank``'s heads: project, attend, project out its columns, then all-reduce."""
     shard = shards[rank]
     qkv = torch.nn.functional.linear(x, shard["qkv_weight"], shard["qkv_bias"])  # (B, T, 3 D/n)
     q, k, v = (split_heads(part, heads) for part in qkv.chunk(3, dim=-1))  # 3 x (B, h/n, T, d_k)
-    heads_out = combine_heads(sdpa(q, k, v, head_mask(mask), is_causal))  # (B, T, D/n)
+    heads_out = combine_heads(sdpa(q, k, v, head_mask(masks[rank]), is_causal))  # (B, T, D/n)
     out = heads_out @ shard["out_weight"].T  # (B, T, D): this rank's partial output
     dist.all_reduce(out, op=dist.ReduceOp.SUM)  # in place: every rank's out is now the sum
     return out if out_bias is None else out + out_bias  # the bias once, on the summed output
@@ -117,7 +125,11 @@ def sequence_blocks(T: int, world_size: int, layout: str = "contiguous") -> list
         raise ValueError(f"layout must be 'contiguous' or 'zigzag', got {layout!r}")
     pieces = world_size if layout == "contiguous" else 2 * world_size
     if T < pieces:
-        raise ValueError(f"T={T} tokens cannot be cut into {pieces} non-empty blocks")
+        cut = f"2 x {world_size} = {pieces} chunks" if layout == "zigzag" else f"{pieces} blocks"
+        raise ValueError(
+            f"T={T} tokens are too few for world_size={world_size}: the {layout} layout cuts T "
+            f"into {cut}, so it needs T >= {pieces}"
+        )
     chunks = torch.arange(T).tensor_split(pieces)
     if layout == "contiguous":
         return list(chunks)
@@ -136,15 +148,18 @@ def ring_attention_forward(
 
     Each rank keeps its queries; K/V blocks go round the ring in ``world_size`` steps. T need
     not divide evenly: blocks differ by at most one token. Causal aligns top-left, like SDPA.
+    The output is detached: the processes run the forward pass only.
     """
     validation.check_attention(q, k, v, None, Tensor, "torch.Tensor")
     validation.require_bool("is_causal", is_causal)
-    if q.shape[-2] != k.shape[-2] or q.ndim != 4:
+    if not q.ndim == 4 or not q.shape == k.shape == v.shape:
         raise ValueError(
-            "ring attention splits one sequence: q, k, v must be (B, h, T, d) with the same T, "
-            f"got q {tuple(q.shape)}, k {tuple(k.shape)}"
+            "ring attention splits one sequence and passes k and v round together: q, k, v must "
+            f"be (B, h, T, d) of one shape, with the same T, got q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
     blocks = sequence_blocks(q.shape[-2], world_size, layout)
+    q, k, v = q.detach(), k.detach(), v.detach()  # a tensor that needs grad cannot be sent
     parts = spawn(_ring_worker, world_size, (q, k, v, blocks, is_causal))
     out = torch.empty_like(q[..., : v.shape[-1]])
     for positions, part in zip(blocks, parts, strict=True):
@@ -205,8 +220,14 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
 
     A worker that raises stops every process and its error is raised here (the first error
     raised, not a peer's broken connection that follows it); processes still running after
-    ``deadline_s`` are stopped and a TimeoutError is raised. Nothing is left running.
+    ``deadline_s`` are stopped and a TimeoutError is raised. Nothing is left running, and the
+    workers end with the caller if it ends first (killed, or its kernel restarted).
+
+    Each process is a fresh Python that imports ``worker`` by name: it must be a function at
+    the top level of a module file, not one defined in a notebook cell, and a script that
+    calls ``spawn`` must do so under ``if __name__ == "__main__":``. Either mistake is named.
     """
+    world_size = _check_spawn(worker, world_size, args, deadline_s)
     port = free_port()
     quiet = logging.getLogger("torch.multiprocessing.spawn")  # its "Terminating process" lines
     level = quiet.level
@@ -221,10 +242,7 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
                 if time.monotonic() - start > deadline_s:
                     raise TimeoutError(f"{world_size} workers still running after {deadline_s} s")
         except ProcessException as error:
-            rank, message = _first_failure(Path(folder)) or (
-                error.error_index,
-                str(error).strip().splitlines()[-1],
-            )
+            rank, message = _failure(error, Path(folder), worker)
             raise RuntimeError(f"worker {rank} of {world_size} failed: {message}") from error
         finally:
             quiet.setLevel(level)
@@ -232,6 +250,56 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
                 if process.is_alive():
                     process.kill()
         return [torch.load(Path(folder) / f"{r}.pt") for r in range(world_size)]
+
+
+NOT_GUARDED = 86  # the exit code of a process that found spawn called while it was starting
+GUARD = (
+    "each process imports the script that called spawn, and that script calls spawn again at "
+    'its top level: put the call under `if __name__ == "__main__":`'
+)
+
+
+def _check_spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float) -> int:
+    """The launcher's arguments; in a process that is still starting, stop: see :data:`GUARD`."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        sys.exit(NOT_GUARDED)  # the caller, seeing this exit code, says why
+    if not callable(worker):
+        raise TypeError(f"worker must be a function, got {type(worker).__name__} {worker!r}")
+    name = getattr(worker, "__qualname__", repr(worker))
+    main = getattr(worker, "__module__", None) == "__main__"
+    if main and not getattr(sys.modules["__main__"], "__file__", None):
+        raise ValueError(
+            f"worker {name} is defined in a notebook cell (or at the prompt): a spawned process "
+            "is a fresh Python that imports its worker by name, and cannot see the notebook's "
+            f"functions; put {name} in a .py file beside the notebook and import it from there"
+        )
+    if "<" in name:  # <lambda>, <locals>
+        raise ValueError(
+            f"worker {name} must be a function at the top level of a module: a spawned process "
+            "imports its worker by name"
+        )
+    validation.require_array("args", args, tuple, "tuple")
+    if not validation.require_real("deadline_s", deadline_s) > 0:
+        raise ValueError(f"deadline_s must be positive, got {deadline_s!r}")
+    return validation.require_positive_int("world_size", world_size)
+
+
+def _failure(error: ProcessException, folder: Path, worker: Callable) -> tuple[int, str]:
+    """The rank and message of the first failure: the error a worker raised first, else why a
+    process ended without raising one."""
+    raised = _first_failure(folder)
+    if raised:
+        return raised
+    rank, code = error.error_index, getattr(error, "exit_code", None)
+    if code == NOT_GUARDED:
+        return rank, f"its process did not start: {GUARD}"
+    if not (folder / f"{rank}.started").exists():
+        name = getattr(worker, "__qualname__", repr(worker))
+        return rank, (
+            f"its process ended (exit code {code}) before it could run {name}; its own error "
+            "went to the terminal that runs this Python (for a notebook: Jupyter's)"
+        )
+    return rank, str(error).strip().splitlines()[-1]
 
 
 def _first_failure(folder: Path) -> tuple[int, str] | None:
@@ -245,6 +313,8 @@ def _first_failure(folder: Path) -> tuple[int, str] | None:
 
 def _entry(rank, world_size, port, worker, args, folder):
     """One process: join the group over loopback, run the worker, save its result."""
+    _end_with_parent()
+    (Path(folder) / f"{rank}.started").touch()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)  # n processes share the machine's cores
     gpus = torch.cuda.device_count() >= world_size and _any_cuda(args)
@@ -255,6 +325,8 @@ def _entry(rank, world_size, port, worker, args, folder):
                             timeout=TIMEOUT)  # fmt: skip
     try:
         result = worker(rank, world_size, *args)
+        if not isinstance(result, Tensor):
+            raise TypeError(f"a worker must return a torch.Tensor, got {type(result).__name__}")
         torch.save(result.cpu(), Path(folder) / f"{rank}.pt")
     except Exception as error:  # note when and what, so the caller names the first failure
         message = f"{type(error).__name__}: {error}".strip().splitlines()[0]
@@ -262,6 +334,20 @@ def _entry(rank, world_size, port, worker, args, folder):
         raise
     finally:
         dist.destroy_process_group()
+
+
+def _end_with_parent() -> None:
+    """End this worker process as soon as the process that spawned it ends, even while it waits
+    in a collective: a thread waits on the parent's sentinel, which closes when the parent ends
+    (also before this thread started: then it ends at once)."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_after, args=(parent,), daemon=True).start()
+
+
+def _exit_after(parent: Any) -> None:
+    parent.join()
+    os._exit(1)
 
 
 def _any_cuda(value: Any) -> bool:

@@ -34,30 +34,50 @@ def apply_rope(
     d must be even. ``interleaved=False`` pairs (i, i + d/2), ``True`` pairs (2i, 2i + 1).
     """
     validation.require_array("x", x, Tensor, "torch.Tensor")
-    validation.require_array("positions", positions, Tensor, "torch.Tensor")
     validation.require_floating("x", x)
     if x.ndim < 2 or x.shape[-1] % 2:
         raise ValueError(f"x must have shape (..., T, d) with d even, got shape {tuple(x.shape)}")
-    if positions.ndim != 1 or positions.shape[0] != x.shape[-2] or positions.is_floating_point():
-        raise ValueError(
-            f"positions must be integers of shape (T,) = ({x.shape[-2]},), one per token of "
-            f"x {tuple(x.shape)}; got {positions.dtype} of shape {tuple(positions.shape)}"
-        )
-    if not (isinstance(base, (int, float)) and base > 1):
-        raise ValueError(f"base must be a number greater than 1, got {base!r}")
+    _check_positions(positions, x.shape[-2], f", one per token of x {tuple(x.shape)}")
+    validation.require_same_device(x=x, positions=positions)
     validation.require_bool("interleaved", interleaved)
-    return _rotate(x, positions, float(base), interleaved)
+    return _rotate(x, positions, _check_base(base), interleaved)
 
 
 def rope_angles(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
     """The angle of every pair at every position, ``(T, d/2)``: ``position * base**(-2i/d)``."""
+    _check_positions(positions)
+    d = validation.require_positive_int("d", d)
+    if d % 2:
+        raise ValueError(f"d must be even: the features turn in pairs, got d={d}")
+    return _angles(positions, d, _check_base(base))
+
+
+def _angles(positions: Tensor, d: int, base: float) -> Tensor:
     work = torch.float64  # angles of long sequences need the digits; cast after cos/sin
     inv_freq = base ** (-torch.arange(0, d, 2, dtype=work, device=positions.device) / d)
     return positions.to(work)[:, None] * inv_freq[None, :]
 
 
+def _check_positions(positions: Tensor, T: int | None = None, what: str = "") -> None:
+    """Integer positions ``(T,)``, of the given T if there is one."""
+    layout = "(T,)" if T is None else f"(T,) = ({T},)"
+    validation.require_array("positions", positions, Tensor, "torch.Tensor")
+    validation.require_integer_tensor("positions", positions, layout)
+    if positions.ndim != 1 or (T is not None and positions.shape[0] != T):
+        raise ValueError(
+            f"positions must be integers of shape {layout}{what}; got {positions.dtype} of "
+            f"shape {tuple(positions.shape)}"
+        )
+
+
+def _check_base(base: float) -> float:
+    if validation.require_real("base", base) <= 1:
+        raise ValueError(f"base must be a number greater than 1, got {base!r}")
+    return float(base)
+
+
 def _rotate(x: Tensor, positions: Tensor, base: float, interleaved: bool) -> Tensor:
-    angles = rope_angles(positions, x.shape[-1], base)  # (T, d/2)
+    angles = _angles(positions, x.shape[-1], base)  # (T, d/2)
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     cos, sin = angles.cos().to(work), angles.sin().to(work)
     if interleaved:  # pairs (2i, 2i + 1)

@@ -3,7 +3,8 @@
 Inputs ``(B, T, D)``, heads ``(B, h, T, d_k)`` with d_k = D / h, boolean masks with
 **True = may attend**. A query with no key to attend to gets zero weights and a zero attention
 output, never NaN. The modules do not scan inputs for NaN or infinity (a pass over every tensor):
-a NaN in an input comes out as NaN in every row that attends to it. Each ``forward`` checks its
+a NaN in an input comes out as NaN in every row that attends to it; nor for scores that overflow
+(see :mod:`helpers.attention_core`). Each ``forward`` checks its
 arguments once, then runs the attention core of :mod:`helpers.attention_core` unchecked.
 """
 

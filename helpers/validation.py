@@ -3,7 +3,8 @@
 Every check raises ``ValueError`` (wrong shape or value) or ``TypeError`` (wrong type or dtype)
 with a message that names the argument and shows the shapes involved. The checks read only
 ``.shape``, ``.ndim``, ``.dtype`` and ``.device``, so one check serves NumPy arrays and torch
-tensors alike. The computations behind the public functions do not check again.
+tensors alike; only NumPy values are looked at, for NaN, infinity and scores that overflow. The
+computations behind the public functions do not check again.
 
 Notation: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)``; model inputs
 ``(B, T, D)``; masks boolean, **True = may attend**.
@@ -38,9 +39,43 @@ def is_floating(x: Any) -> bool:
 
 
 def require_array(name: str, x: Any, kind: type | tuple[type, ...], kind_name: str) -> None:
-    """Raise TypeError unless ``x`` is an instance of ``kind``."""
+    """Raise TypeError unless ``x`` is an instance of ``kind``.
+
+    Where ``x``'s class has the name that ``kind_name`` ends in (the NumPy and the torch
+    ``MultiHeadAttention``), the message names the module each comes from.
+    """
     if not isinstance(x, kind):
-        raise TypeError(f"{name} must be a {kind_name}, got {describe(x)}")
+        got = describe(x)
+        if kind_name.rsplit(".", 1)[-1] == type(x).__name__:
+            got = f"{type(x).__module__}.{type(x).__qualname__}"
+        raise TypeError(f"{name} must be a {kind_name}, got {got}")
+
+
+def require_integer_tensor(name: str, x: Any, layout: str) -> None:
+    """Raise TypeError unless ``x`` holds integers: not bool, float or complex (token ids,
+    positions, shifts). ``layout`` is the expected shape, for the message."""
+    if not hasattr(x, "dtype"):
+        raise TypeError(f"{name} must be an integer tensor {layout}, got {describe(x)}")
+    kind = getattr(x.dtype, "kind", None)  # NumPy dtypes have .kind, torch dtypes do not
+    integer = kind in ("i", "u") if kind is not None else _torch_integer(x.dtype)
+    if not integer:
+        raise TypeError(
+            f"{name} must hold integers {layout}, got dtype {x.dtype}, shape {shape_of(x)}"
+        )
+
+
+def _torch_integer(dtype: Any) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex or str(dtype) == "torch.bool")
+
+
+def require_same_device(**tensors: Any) -> None:
+    """Raise ValueError unless the given torch tensors all sit on one device, listing each."""
+    first, *rest = tensors.values()
+    if any(t.device != first.device for t in rest):
+        listed = ", ".join(f"{n} on {t.device} {shape_of(t)}" for n, t in tensors.items())
+        raise ValueError(
+            f"{', '.join(tensors)} must be on one device, got {listed}; move them with .to(...)"
+        )
 
 
 def require_ndim(name: str, x: Any, allowed: tuple[int, ...], layout: str) -> None:
@@ -192,7 +227,13 @@ def as_weights(
     every caption that names the largest weight, from notebook 00, section 4 on, and behind
     :func:`helpers.numpy_attention.softmax_entropy` (notebook 02).
     """
-    if hasattr(weights, "detach"):  # a torch tensor, without importing torch here
+    tensor = hasattr(weights, "detach")  # a torch tensor, without importing torch here
+    if weights.is_complex() if tensor else np.iscomplexobj(weights):
+        raise TypeError(
+            f"{name} must be real numbers {layout}, got complex {describe(weights)}: a colour "
+            "shows one number, and attention weights are real"
+        )
+    if tensor:
         weights = weights.detach().cpu().double()
     try:
         array = np.asarray(weights, dtype=float)
@@ -223,6 +264,31 @@ def as_weights(
             f"to {values.max():.4g}, shape {array.shape}"
         )
     return array
+
+
+def require_finite_scores(scores: np.ndarray, mask: Any, q: np.ndarray, k: np.ndarray) -> None:
+    """Raise ValueError where finite q and k give a score ``q k^T / sqrt(d_k)`` past the dtype's
+    range (entries near 1e154 in float64, 1e19 in float32); a masked-out score does not count.
+
+    The softmax of such a score cannot be computed in that dtype (inf - inf is NaN), so the NumPy
+    computations refuse it instead of returning a NaN row. Called with the scores they form: no
+    check at the entry can know them without forming them.
+    """
+    overflow = ~np.isfinite(scores)  # inf, or NaN where +inf met -inf inside the product
+    if mask is not None:
+        overflow &= mask
+    if overflow.any():
+        raise_scores_overflow(f"{int(overflow.sum())} of {scores.size} scores", q, k)
+
+
+def raise_scores_overflow(where: str, q: np.ndarray, k: np.ndarray) -> None:
+    """The error for scores ``q k^T / sqrt(d_k)`` that overflow q's dtype ``where``."""
+    raise ValueError(
+        f"q k^T / sqrt(d_k) overflows {q.dtype} in {where} (largest |q| "
+        f"{np.abs(q).max():.3g}, largest |k| {np.abs(k).max():.3g}; q {shape_of(q)}, "
+        f"k {shape_of(k)}): no softmax of such scores can be computed in {q.dtype}; "
+        "scale q and k down"
+    )
 
 
 # --- the checks the public functions make, one call each ----------------------------------
@@ -262,6 +328,8 @@ def check_attention(
             )
         require_floating(name, x)
     require_same_dtype(q=q, k=k, v=v)
+    if kind is not np.ndarray:
+        require_same_device(q=q, k=k, v=v)
     for name, x, axis, what in (("k", k, -2, "key sequence T_k"), ("q", q, -2, "query sequence T_q"),
                                 ("q", q, -1, "feature dimension d_k")):  # fmt: skip
         if x.shape[axis] == 0:

@@ -15,16 +15,22 @@ import pytest
 import torch
 
 from helpers import attention_core as core
-from helpers import convert, data, masks, plots, validation
+from helpers import convert, data, flash, inference, masks, parallel, plots, rope, validation
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
+from helpers.induction import data as induction_data
+from helpers.induction import scores as induction_scores
+from helpers.induction import training as induction_training
 from helpers.widgets import (
+    decoding,
     first_look,
     fused_layout,
     heads,
     kernel_memory,
     masking,
+    parallel_layout,
     scaling,
+    tiling,
     training,
 )
 
@@ -353,7 +359,8 @@ FROM_TORCH = [
         "torch_from_numpy_of_a_torch_module_is_a_type_error",
         lambda: convert.torch_from_numpy(ta.MultiHeadAttention(8, 2)),
         TypeError,
-        "module must be a helpers.numpy_attention.MultiHeadAttention, got MultiHeadAttention",
+        "module must be a helpers.numpy_attention.MultiHeadAttention, "
+        "got helpers.torch_attention.MultiHeadAttention",
     ),
     case(
         "fused_from_separate_of_a_fused_module_is_a_type_error",
@@ -565,9 +572,84 @@ PROBED = [
 ]
 
 
+# A re-run of the probes of 00-07: each used to fail late with a raw error, or not at all.
+BIG = np.full((1, 2, 4), 1e200)  # finite, but q k^T / sqrt(d_k) = 2e400 is not
+BIG32 = np.full((1, 2, 4), 1e20, dtype=np.float32)  # 2e40 overflows float32
+NUMPY_MHA_INT = npa.MultiHeadAttention(4, 2)
+NUMPY_MHA_INT.params = {name: p.astype(np.int64) for name, p in NUMPY_MHA_INT.params.items()}
+BOOL_2x2 = torch.ones(2, 2, dtype=torch.bool)
+LEFT_IN_00_07 = [
+    *(
+        case(
+            f"finite_inputs_whose_scores_overflow_are_refused_not_a_nan_row-{name}",
+            call,
+            ValueError,
+            f"q k^T / sqrt(d_k) overflows {dtype} in",
+            "largest |q|",
+            "scale q and k down",
+        )
+        for name, dtype, call in [
+            ("reference", "float64", lambda: npa.scaled_dot_product_attention(BIG, BIG, BIG)),
+            ("float32", "float32", lambda: npa.scaled_dot_product_attention(*[BIG32] * 3)),
+            ("module", "float64", lambda: npa.MultiHeadAttention(4, 2)(BIG)),
+            (
+                "masked",
+                "float64",
+                lambda: npa.scaled_dot_product_attention(BIG, BIG, BIG, masks.causal_mask(2)),
+            ),
+        ]
+    ),
+    case(
+        "torch_q_k_v_on_different_devices_are_named",
+        lambda: core.sdpa(T3, META, T3),
+        ValueError,
+        "q, k, v must be on one device",
+        "k on meta (2, 3, 8)",
+    ),
+    case(
+        "combine_names_masks_on_different_devices",
+        lambda: masks.combine(BOOL_2x2, BOOL_2x2.to("meta")),
+        ValueError,
+        "masks[0], masks[1] must be on one device",
+        "masks[1] on meta (2, 2)",
+    ),
+    case(
+        "to_additive_names_a_torch_dtype_given_for_a_numpy_mask",
+        lambda: masks.to_additive(masks.causal_mask(2), dtype=torch.float16),
+        TypeError,
+        "dtype must be a NumPy floating dtype for a NumPy mask, got torch.float16",
+    ),
+    *(
+        case(
+            f"from_additive_refuses_nan_which_is_neither_allowed_nor_masked-{kind}",
+            lambda additive=additive: masks.from_additive(additive),
+            ValueError,
+            "additive contains NaN at 1 of 2 entries, shape (2,)",
+        )
+        for kind, additive in [
+            ("numpy", np.array([0.0, np.nan])),
+            ("torch", torch.tensor([0.0, float("nan")])),
+        ]
+    ),
+    case(
+        "torch_from_numpy_names_an_integer_parameter",
+        lambda: convert.torch_from_numpy(NUMPY_MHA_INT),
+        TypeError,
+        "module.params['W_q'] must be a floating-point array, got dtype int64, shape (4, 4)",
+    ),
+    case(
+        "fused_from_separate_of_the_numpy_module_names_where_each_class_comes_from",
+        lambda: convert.fused_from_separate(npa.MultiHeadAttention(4, 2)),
+        TypeError,
+        "module must be a helpers.torch_attention.MultiHeadAttention, "
+        "got helpers.numpy_attention.MultiHeadAttention",
+    ),
+]
+
+
 @pytest.mark.parametrize(
     ("call", "error", "fragments"),
-    SDPA + CONSTRUCTION + MODULE_INPUTS + MASKS + FROM_TORCH + PROBED,
+    SDPA + CONSTRUCTION + MODULE_INPUTS + MASKS + FROM_TORCH + PROBED + LEFT_IN_00_07,
 )
 def test_bad_input_gets_a_clear_error(call, error, fragments):
     with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
@@ -896,6 +978,38 @@ PICTURES = [
         "bytes_at must be a function of T, got int 512",
     ),
     case(
+        "attention_heatmap_refuses_complex_weights_not_drawing_their_real_part",
+        lambda: plots.attention_heatmap(np.full((2, 2), 0.5 + 0.1j)),
+        TypeError,
+        "weights must be real numbers (T_q, T_k), got complex ndarray of shape (2, 2)",
+    ),
+    case(
+        "render_head_browser_names_non_square_maps_before_drawing",
+        lambda: training.render_head_browser({"a": np.full((1, 1, 2, 3), 1 / 3)}, ["ab"], 0, 0),
+        ValueError,
+        "every map must have the same shape (N, h, T, T), got {'a': (1, 1, 2, 3)}",
+    ),
+    *(
+        case(
+            f"parallel_pictures_refuse_more_ranks_than_colours-{name}",
+            call,
+            ValueError,
+            "world_size=10",
+            "at most 9 ranks",
+        )
+        for name, call in [
+            ("heads", lambda: parallel_layout.render_heads_split(10, 10)),
+            ("ring", lambda: parallel_layout.render_ring(10, 1, "contiguous", False)),
+        ]
+    ),
+    case(
+        "ring_picture_names_world_size_when_zigzag_needs_more_tokens",
+        lambda: parallel_layout.render_ring(9, 1, "zigzag", False),
+        ValueError,
+        "T=16 tokens are too few for world_size=9",
+        "2 x 9 = 18 chunks",
+    ),
+    case(
         "longest_fitting_names_a_bytes_at_that_never_outgrows_memory",
         lambda: kernel_memory.longest_fitting(lambda t: 10, 1e6),
         ValueError,
@@ -918,6 +1032,493 @@ def test_a_picture_that_refuses_its_input_leaves_no_figure_open(call, error, fra
     with pytest.raises(error):
         call()
     assert plt.get_fignums() == [], "the refused call left a pyplot figure open"
+
+
+# --- notebooks 08-11 -----------------------------------------------------------------------
+# Probed as a careless or curious learner would: each used to answer silently wrong (S1-S10),
+# or fail late with a raw error from torch, NumPy or a worker process.
+
+
+def gqa() -> inference.GroupedQueryAttention:
+    torch.manual_seed(0)
+    return inference.GroupedQueryAttention(16, 4, 2, rope=True).double()  # d_k 4, h_kv 2
+
+
+X1 = torch.randn(2, 1, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+K4 = torch.randn(2, 2, 3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+ROPE_X = torch.ones(1, 3, 4)
+Q9 = np.random.default_rng(0).standard_normal((1, 4, 3))
+OUT9, LSE9 = flash.flash_forward(Q9, Q9, Q9, 2, 2, False)
+
+QB, KB = np.random.default_rng(2).standard_normal((2, 2, 5, 4))[0], np.ones((2, 6, 4))
+LSE_B2 = flash.flash_forward(QB, KB, KB, 2, 2, False)[1]  # (2, 5)
+REBUILD = dict(q=QB, k=KB, lse=LSE_B2, rows=slice(0, 2), is_causal=False)
+
+
+def backward(**changed):
+    """flash_backward_numpy on a consistent problem, with some arguments changed."""
+    given = dict(q=Q9, k=Q9, v=Q9, out=OUT9, lse=LSE9, grad_out=OUT9)
+    return flash.flash_backward_numpy(**{**given, **changed})
+
+
+REPEATS, SHIFTS = induction_data.repeated_sequences(2, 4, 10, seed=0)  # tokens (2, 8)
+MAPS8 = torch.full((2, 1, 8, 8), 1 / 8)  # (B, h, T, T) weights for half = 4
+MODEL = induction_training.make_model()  # vocab 64, max_len 32, 2 layers of 4 heads, RoPE
+TOKENS = torch.zeros(1, 4, dtype=torch.long)
+RING = torch.ones(2, 2, 4, 8)  # (B, h, T, d)
+
+
+def _worker(rank, world_size):  # module level: importable by the spawned processes
+    return torch.tensor([rank])
+
+
+LESSON_08 = [
+    *(
+        case(
+            f"a_cache_whose_values_do_not_match_its_keys_is_refused-{name}",
+            lambda values=values: gqa()(X1, inference.KVCache(K4, values)),
+            ValueError,
+            "keys and values must have one shape (B, h_kv, T, d_k): keys (2, 2, 3, 4)",
+            shape,
+        )
+        for name, values, shape in [
+            ("shorter", K4[..., :2, :], "values (2, 2, 2, 4)"),
+            ("fewer_heads", K4[:, :1], "values (2, 1, 3, 4)"),
+        ]
+    ),  # fmt: skip
+    case(
+        "a_cache_whose_values_have_another_dtype_is_refused",
+        lambda: gqa()(X1, inference.KVCache(K4, K4.float())),
+        TypeError,
+        "keys, values must share one dtype",
+        "values: torch.float32",
+    ),
+    case(
+        "a_cache_with_a_negative_start_on_a_rope_layer_is_refused_not_turned_backwards",
+        lambda: gqa()(X1, inference.KVCache(K4, K4, start=-5)),
+        ValueError,
+        "start must be 0 or more, got -5",
+    ),
+    case(
+        "a_cache_with_a_fractional_start_is_a_type_error",
+        lambda: gqa()(X1, inference.KVCache(K4, K4, start=1.5)),
+        TypeError,
+        "start must be an int, got float 1.5",
+    ),
+    case(
+        "a_cache_on_another_device_is_named",
+        lambda: gqa()(X1, inference.KVCache(K4.to("meta"), K4.to("meta"))),
+        ValueError,
+        "cache is on meta but x is on cpu, x shape (2, 1, 16)",
+    ),
+    *(
+        case(
+            f"apply_rope_refuses_positions_that_are_not_integers-{name}",
+            lambda positions=positions: rope.apply_rope(ROPE_X, positions),
+            TypeError,
+            "positions must hold integers (T,) = (3,)",
+            f"got dtype {dtype}, shape (3,)",
+        )
+        for name, positions, dtype in [
+            ("bool", torch.tensor([True, False, True]), "torch.bool"),
+            ("complex", torch.arange(3) + 1j, "torch.complex64"),
+        ]
+    ),  # fmt: skip
+    case(
+        "apply_rope_names_positions_on_another_device",
+        lambda: rope.apply_rope(ROPE_X, torch.arange(3, device="meta")),
+        ValueError,
+        "x, positions must be on one device",
+        "positions on meta (3,)",
+    ),
+    case(
+        "apply_rope_refuses_an_infinite_base",
+        lambda: rope.apply_rope(ROPE_X, torch.arange(3), base=float("inf")),
+        ValueError,
+        "base must be a finite number, got inf",
+    ),
+    *(
+        case(
+            f"kv_cache_bytes_checks_every_size-{name}",
+            lambda sizes=sizes: inference.kv_cache_bytes(*sizes),
+            error,
+            message,
+        )
+        for name, sizes, error, message in [
+            ("negative", (-1, 1, 1, 1, 1, 2), ValueError, "layers must be positive, got -1"),
+            ("zero", (1, 1, 1, 0, 1, 2), ValueError, "kv_heads must be positive, got 0"),
+            ("float", (1, 1.5, 1, 1, 1, 2), TypeError, "batch must be an int, got float 1.5"),
+            ("text", (1, 1, "2", 1, 1, 2), TypeError, "seq_len must be an int, got str '2'"),
+        ]
+    ),  # fmt: skip
+    *(
+        case(f"rope_angles_checks_positions_and_width-{name}", call, error, message)
+        for name, call, error, message in [
+            (
+                "float_positions",
+                lambda: rope.rope_angles(torch.tensor([0.5]), 4),
+                TypeError,
+                "positions must hold integers (T,), got dtype torch.float32",
+            ),
+            (
+                "odd_width",
+                lambda: rope.rope_angles(torch.arange(2), 3),
+                ValueError,
+                "d must be even: the features turn in pairs, got d=3",
+            ),
+            (
+                "positions_of_two_dimensions",
+                lambda: rope.rope_angles(torch.zeros(1, 2, dtype=torch.long), 4),
+                ValueError,
+                "positions must be integers of shape (T,); got torch.int64 of shape (1, 2)",
+            ),
+        ]
+    ),  # fmt: skip
+    case(
+        "grouped_query_attention_with_rope_refuses_an_odd_head_width_when_built",
+        lambda: inference.GroupedQueryAttention(12, 4, 2, rope=True),
+        ValueError,
+        "d_k = d_model / num_heads = 12 / 4 = 3 must be even",
+    ),
+    *(
+        case(
+            f"a_truthy_value_is_not_a_flag-{name}",
+            call,
+            TypeError,
+            f"{flag} must be True or False, got {shown}",
+        )
+        for name, call, flag, shown in [
+            (
+                "step_flops_cached_no",
+                lambda: decoding.step_flops(4, 16, 4, cached="no"),
+                "cached",
+                "str 'no'",
+            ),
+            (
+                "step_flops_cached_0",
+                lambda: decoding.step_flops(4, 16, 4, cached=0),
+                "cached",
+                "int 0",
+            ),
+            (
+                "step_bytes_cached_none",
+                lambda: decoding.step_bytes(4, 16, 4, cached=None),
+                "cached",
+                "NoneType None",
+            ),
+            (
+                "flash_backward_is_causal_no",
+                lambda: backward(is_causal="no"),
+                "is_causal",
+                "str 'no'",
+            ),
+            (
+                "make_model_rope_no",
+                lambda: induction_training.make_model(0, rope="no"),
+                "rope",
+                "str 'no'",
+            ),
+            (
+                "train_progress_no",
+                lambda: induction_training.train(
+                    induction_training.make_model(), 1, batch=2, progress="no"
+                ),
+                "progress",
+                "str 'no'",
+            ),
+        ]
+    ),  # fmt: skip
+    *(
+        case(
+            f"roofline_seconds_refuses_what_is_no_count_or_rate-{name}",
+            lambda args=args: decoding.roofline_seconds(*args),
+            ValueError,
+            message,
+        )
+        for name, args, message in [
+            (
+                "nan_flops",
+                (float("nan"), 1.0, 1.0, 1.0),
+                "flops must be a finite number, 0 or more, got nan",
+            ),
+            (
+                "negative_flops",
+                (-1.0, 1.0, 1.0, 1.0),
+                "flops must be a finite number, 0 or more, got -1.0",
+            ),
+            ("negative_bytes", (1.0, -1.0, 1.0, 1.0), "nbytes must be a finite number, 0 or more"),
+            (
+                "infinite_rate",
+                (1.0, 1.0, float("inf"), 1.0),
+                "tflops must be a finite number, got inf",
+            ),
+        ]
+    ),  # fmt: skip
+]
+
+LESSON_09 = [
+    case(
+        "online_softmax_of_a_0_d_array_is_named",
+        lambda: flash.online_softmax(np.array(3.0)),
+        ValueError,
+        "x must have at least one dimension (..., n), got a 0-d array",
+    ),
+    case(
+        "flash_backward_names_a_zero_block",
+        lambda: backward(block=0),
+        ValueError,
+        "block must be positive, got 0",
+    ),
+    case(
+        "flash_backward_names_an_lse_of_the_wrong_shape",
+        lambda: backward(lse=LSE9[..., :3]),
+        ValueError,
+        "lse must have shape (1, 4) to match q (1, 4, 3) and v (1, 4, 3), got shape (1, 3)",
+    ),
+    case(
+        "flash_backward_names_a_grad_out_of_another_dtype",
+        lambda: backward(grad_out=OUT9.astype(np.float32)),
+        TypeError,
+        "q, grad_out must share one dtype",
+    ),
+    case(
+        "flash_backward_names_an_out_that_is_not_an_array",
+        lambda: backward(out=OUT9.tolist()),
+        TypeError,
+        "out must be a NumPy array, got list",
+    ),
+    case(
+        "flash_backward_names_q_and_k_of_other_leading_dimensions",
+        lambda: backward(k=np.ones((2, 4, 3)), v=np.ones((2, 4, 3))),
+        ValueError,
+        "q, k, v must have the same leading dimensions: q (1, 4, 3), k (2, 4, 3)",
+    ),
+    case(
+        "tiled_attention_refuses_scores_that_overflow_not_a_nan_row",
+        lambda: flash.flash_attention_numpy(BIG, BIG, BIG),
+        ValueError,
+        "q k^T / sqrt(d_k) overflows float64 in 2 of 2 query rows",
+    ),
+    *(
+        case(
+            f"weights_from_lse_checks_what_it_rebuilds_from-{name}",
+            lambda changed=changed: flash.weights_from_lse(**{**REBUILD, **changed}),
+            error,
+            message,
+        )
+        for name, changed, error, message in [
+            (
+                "lse_of_another_batch",
+                {"lse": LSE_B2[:1]},
+                ValueError,
+                "lse must have shape (2, 5) for q (2, 5, 4), k (2, 6, 4), got (1, 5)",
+            ),
+            (
+                "row_past_t_q",
+                {"rows": np.array([7])},
+                ValueError,
+                "rows must pick query rows of 0..4",
+            ),
+            ("a_single_row_as_an_int", {"rows": 3}, ValueError, "rows must pick query rows"),
+            ("is_causal_no", {"is_causal": "no"}, TypeError, "is_causal must be True or False"),
+        ]
+    ),  # fmt: skip
+    case(
+        "tile_grid_names_an_offset_that_is_not_an_int",
+        lambda: tiling.tile_grid(4, 4, 2, 2, True, offset="1"),
+        TypeError,
+        "offset must be an int, got str '1'",
+    ),
+    case(
+        "the_triton_kernel_names_k_on_another_device",
+        lambda: flash.flash_attention_triton(RING, RING.to("meta"), RING),
+        ValueError,
+        "q, k, v must be on one device",
+        "k on meta (2, 2, 4, 8)",
+    ),
+]
+
+LESSON_10 = [
+    *(
+        case(
+            f"induction_score_checks_the_tokens_against_the_weights-{name}",
+            lambda tokens=tokens: induction_scores.induction_score(MAPS8, tokens, 4),
+            ValueError,
+            "weights must be (B, h, T, T) and tokens (B, T) with T = 2 * half = 8",
+            f"tokens {shape}",
+        )
+        for name, tokens, shape in [
+            ("another_batch", REPEATS[:1], "(1, 8)"),
+            ("another_length", REPEATS[:, :6], "(2, 6)"),
+        ]
+    ),  # fmt: skip
+    case(
+        "induction_score_refuses_float_tokens",
+        lambda: induction_scores.induction_score(MAPS8, REPEATS.float(), 4),
+        TypeError,
+        "tokens must hold integers (B, T), got dtype torch.float32",
+    ),
+    *(
+        case(
+            f"induction_score_refuses_a_sequence_with_nothing_to_score-{name}",
+            call,
+            ValueError,
+            "no token of the second half has an earlier copy with a successor in the first half",
+            "0 / 0",
+        )
+        for name, call in [
+            (
+                "no_repeat",
+                lambda: induction_scores.induction_score(MAPS8, torch.arange(8).repeat(2, 1), 4),
+            ),
+            (
+                "half_1",
+                lambda: induction_scores.induction_score(
+                    torch.full((2, 1, 2, 2), 0.5),
+                    induction_data.repeated_sequences(2, 1, 10, 0)[0],
+                    1,
+                ),
+            ),
+        ]
+    ),  # fmt: skip
+    *(
+        case(
+            f"predictable_checks_half_and_shifts-{name}",
+            lambda shifts=shifts, half=half: induction_data.predictable(shifts, half),
+            error,
+            message,
+        )
+        for name, shifts, half, error, message in [
+            (
+                "shift_of_half",
+                torch.tensor([4]),
+                4,
+                ValueError,
+                "shifts must lie in 0..half - 1 = 0..3",
+            ),
+            ("negative_shift", torch.tensor([-1]), 4, ValueError, "got values from -1 to -1"),
+            (
+                "fractional_half",
+                torch.tensor([0]),
+                2.5,
+                TypeError,
+                "half must be an int, got float 2.5",
+            ),
+            ("float_shifts", torch.tensor([0.0]), 4, TypeError, "shifts must hold integers (B,)"),
+        ]
+    ),  # fmt: skip
+    case(
+        "repeated_sequences_names_a_fractional_seed_as_a_type_error",
+        lambda: induction_data.repeated_sequences(2, 4, 10, seed=1.5),
+        TypeError,
+        "seed must be an int, got float 1.5",
+    ),
+    *(
+        case(
+            f"ablate_holds_pairs_of_ints-{name}",
+            lambda ablate=ablate: MODEL(TOKENS, ablate=ablate),
+            TypeError,
+            message,
+        )
+        for name, ablate, message in [
+            ("bool_head", {(0, True)}, "ablate holds (layer, head) pairs of ints, got (0, True)"),
+            ("float_head", {(0, 1.0)}, "ablate holds (layer, head) pairs of ints, got (0, 1.0)"),
+            ("none", None, "ablate must be a set of (layer, head) pairs, got NoneType None"),
+        ]
+    ),  # fmt: skip
+    *(
+        case(f"the_induction_model_checks_its_tokens-{name}", call, error, *message)
+        for name, call, error, message in [
+            (
+                "id_of_the_vocabulary_size",
+                lambda: MODEL(torch.tensor([[0, 64]])),
+                ValueError,
+                ("tokens must be ids in 0..vocab - 1 = 0..63, got values from 0 to 64",),
+            ),
+            (
+                "negative_id",
+                lambda: MODEL(torch.tensor([[-1, 0]])),
+                ValueError,
+                ("got values from -1 to 0",),
+            ),
+            (
+                "float_tokens",
+                lambda: MODEL(TOKENS.float()),
+                TypeError,
+                ("tokens must hold integers (B, T), got dtype torch.float32",),
+            ),
+            (
+                "longer_than_learned_positions",
+                lambda: induction_training.make_model(rope=False)(
+                    torch.zeros(1, 40, dtype=torch.long)
+                ),
+                ValueError,
+                ("tokens must be (B, T) with 1 <= T <= max_len = 32, got (1, 40)",),
+            ),
+        ]
+    ),  # fmt: skip
+]
+
+LESSON_11 = [
+    *(
+        case(
+            f"ring_attention_refuses_shapes_its_workers_cannot_use_before_spawning-{name}",
+            lambda q=q, k=k, v=v: parallel.ring_attention_forward(q, k, v),
+            ValueError,
+            "q, k, v must be (B, h, T, d) of one shape",
+            shown,
+        )
+        for name, q, k, v, shown in [
+            ("v_narrower", RING, RING, RING[..., :4], "v (2, 2, 4, 4)"),
+            ("other_heads", RING, RING[:, :1], RING[:, :1], "k (2, 1, 4, 8)"),
+            ("batch_1_against_2", RING[:1], RING, RING, "q (1, 2, 4, 8)"),
+        ]
+    ),  # fmt: skip
+    case(
+        "ring_attention_names_q_on_another_device_before_spawning",
+        lambda: parallel.ring_attention_forward(RING.to("meta"), RING, RING),
+        ValueError,
+        "q, k, v must be on one device",
+        "q on meta (2, 2, 4, 8)",
+    ),
+    *(
+        case(f"spawn_checks_its_arguments-{name}", call, error, message)
+        for name, call, error, message in [
+            (
+                "no_process",
+                lambda: parallel.spawn(_worker, 0, ()),
+                ValueError,
+                "world_size must be positive, got 0",
+            ),
+            (
+                "a_lambda",
+                lambda: parallel.spawn(lambda rank, n: rank, 2, ()),
+                ValueError,
+                "must be a function at the top level of a module",
+            ),
+            (
+                "args_a_list",
+                lambda: parallel.spawn(_worker, 2, []),
+                TypeError,
+                "args must be a tuple, got list",
+            ),
+            (
+                "not_callable",
+                lambda: parallel.spawn("worker", 2, ()),
+                TypeError,
+                "worker must be a function, got str 'worker'",
+            ),
+        ]
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "fragments"), LESSON_08 + LESSON_09 + LESSON_10 + LESSON_11
+)
+def test_bad_input_to_the_later_lessons_gets_a_clear_error(call, error, fragments):
+    with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
+        call()
 
 
 # --- checked once ---------------------------------------------------------------------------

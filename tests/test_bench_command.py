@@ -237,6 +237,10 @@ BAD_FLAGS = {
         "argument --out: cannot create '{file}/results': '{file}' is a file",
     ),
     "out_is_a_file": (["--out", "{file}"], "argument --out: '{file}' is a file, not a folder"),
+    "out_where_no_folder_can_be_made_even_as_root": (
+        ["--out", "/proc/x"],
+        "argument --out: cannot create '/proc/x'",
+    ),
     "min_run_time_nan": (["--min-run-time", "nan"], "argument --min-run-time: expected a positi"),
     "min_run_time_infinite": (["--min-run-time", "inf"], "argument --min-run-time: expected a p"),
     "min_run_time_negative": (["--min-run-time", "-1"], "argument --min-run-time: expected a po"),

@@ -126,6 +126,10 @@ BAD_FLAGS = {
     "min_run_time_nan": (["--min-run-time", "nan"], "argument --min-run-time: expected a positi"),
     "time_budget_zero": (["--time-budget", "0"], "argument --time-budget: expected a positive"),
     "out_is_a_file": (["--out", "{file}"], "argument --out: '{file}' is a file, not a folder"),
+    "out_where_no_folder_can_be_made_even_as_root": (
+        ["--out", "/proc/x"],
+        "argument --out: cannot create '/proc/x'",
+    ),
     "run_name_escaping_out": (["--run-name", "../x"], "argument --run-name: expected a file stem"),
     "dry_run_of_t_zero": (["--dry-run", "--seq-lens", "0"], "argument --seq-lens: '0' is not a "),
 }

@@ -199,6 +199,15 @@ def test_the_two_rope_layouts_are_not_interchangeable():
     torch.testing.assert_close(apply_rope(x, torch.zeros(6, dtype=torch.long)), x)  # angle 0
 
 
+@pytest.mark.parametrize(
+    "base", [np.float32(500.0), np.float64(500.0), np.int64(500)], ids=lambda b: type(b).__name__
+)
+def test_rope_takes_a_numpy_number_as_its_base(base):
+    x = tokens(T=5)
+    torch.testing.assert_close(apply_rope(x, torch.arange(5), base=base),
+                               apply_rope(x, torch.arange(5), base=500.0))  # fmt: skip
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_rope_keeps_the_dtype(dtype):
     x = tokens(T=4).to(dtype)
@@ -218,8 +227,8 @@ BAD = {
     ),
     "float_positions": (
         lambda: apply_rope(torch.ones(1, 5, 8), torch.arange(5.0)),
-        ValueError,
-        r"positions must be integers.*torch.float32",
+        TypeError,
+        r"positions must hold integers.*torch.float32",
     ),
     "an_odd_feature_width": (
         lambda: apply_rope(torch.ones(1, 5, 7), torch.arange(5)),

@@ -130,6 +130,31 @@ def test_the_interpreter_is_faithful_in_float16_by_flash_attentions_rule(is_caus
     assert 0 < err <= 2 * err_plain < 1e-2
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason="Triton is published for Linux only")
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_the_triton_kernel_scales_q_first_where_q_k_alone_would_overflow_float32(is_causal):
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 40, 16, generator=gen) for _ in range(3))
+    q, k = q * 1e18, k * 1e18
+    q[..., 0, :] = k[..., 0, :] = 5e18  # q_0 . k_0 = 16 * 2.5e37 = 4e38 > 3.4e38; / 4 = 1e38
+    assert (q.double() @ k.double().mT).abs().max() > torch.finfo(torch.float32).max
+    expected = F.scaled_dot_product_attention(*(x.double() for x in (q, k, v)), is_causal=is_causal)
+    out = flash.flash_attention_triton(q, k, v, is_causal=is_causal)
+    torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "batch", [((1, 1), (2, 1), (1, 1)), ((3, 1), (1, 2), (1, 1))], ids=["k-wider", "all-differ"]
+)
+def test_tiled_attention_broadcasts_batch_dimensions_as_the_reference_does(batch):
+    rng = np.random.default_rng(4)
+    (bq, bk, bv), T_q, T_k = batch, 5, 7
+    q, k = rng.standard_normal((*bq, T_q, 3)), rng.standard_normal((*bk, T_k, 3))
+    v = rng.standard_normal((*bv, T_k, 2))  # d_v differs from d
+    expected, _ = npa.scaled_dot_product_attention(q, k, v)
+    np.testing.assert_allclose(flash.flash_attention_numpy(q, k, v, 2, 3), expected, atol=1e-12)
+
+
 BAD = {
     "a_block_of_zero": (
         lambda: flash.flash_attention_numpy(*problem(4, 4), block_q=0),
@@ -332,6 +357,24 @@ def test_the_row_trace_ends_in_the_rows_max_and_sum_and_rescales_only_when_the_m
             assert (after.rescale < 1.0) == (after.m > before.m)
 
 
+@pytest.mark.parametrize(
+    ("scores_row", "row", "block_q", "block_k", "is_causal"),
+    [
+        ([-np.inf, -np.inf, 1.0, 2.0], 3, 1, 2, False),  # the first tile sees no key
+        ([-np.inf, 0.5, -np.inf, -np.inf, 1.0], 4, 2, 1, True),
+    ],
+    ids=["first-tile-masked", "masked-tiles-between"],
+)
+def test_the_row_trace_stays_finite_through_a_tile_with_no_visible_key(
+    scores_row, row, block_q, block_k, is_causal
+):
+    steps = tiling.row_trace(np.array(scores_row), row, block_q, block_k, is_causal)
+    visible = np.array(scores_row)[: row + 1]
+    assert all(np.isfinite(s.total) for s in steps), steps
+    assert steps[-1].m == visible.max()
+    np.testing.assert_allclose(steps[-1].total, np.exp(visible - visible.max()).sum())
+
+
 def test_the_tiling_caption_counts_tiles_and_follows_the_row():
     fig, text = tiling.render_tiling(32, 8, True, 40)
     assert "10 of 12 tiles run (6 masked inside), 2 skipped" in text
@@ -354,6 +397,11 @@ def test_the_tiling_caption_counts_tiles_and_follows_the_row():
 def test_the_tiling_explorer_names_the_bad_argument(args, error, message):
     with pytest.raises(error, match=message):
         tiling.render_tiling(*args)
+
+
+@pytest.mark.parametrize("row", [np.int64(40), np.int32(40)], ids=["int64", "int32"])
+def test_the_tiling_explorer_takes_a_numpy_integer_as_its_row(row):
+    assert tiling.render_tiling(32, 8, True, row)[1] == tiling.render_tiling(32, 8, True, 40)[1]
 
 
 def test_the_tiling_explorer_redraws_when_driven_headless():

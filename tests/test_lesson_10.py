@@ -84,6 +84,18 @@ def test_a_perfect_induction_map_scores_one_and_a_previous_token_map_zero():
     assert scores.induction_score(hand_made("previous", tokens), tokens, HALF).lt(0.2).all()
 
 
+@pytest.mark.parametrize("missing", [[HALF], [HALF, HALF + 3]], ids=["one", "two"])
+def test_a_query_whose_token_has_no_earlier_copy_is_left_out_of_the_induction_score(missing):
+    tokens, _ = data.repeated_sequences(3, HALF, VOCAB, seed=3)
+    weights = hand_made("induction", tokens)
+    tokens[0, missing] = VOCAB  # ids the first half cannot hold: no earlier copy
+    for t in missing:  # it looks at key 0: no weight after an imagined copy at position 0
+        weights[0, 0, t] = 0.0
+        weights[0, 0, t, 0] = 1.0
+    got = scores.induction_score(weights, tokens, HALF)  # the rest still score exactly 1
+    assert got.eq(1).all(), got.flatten().tolist()
+
+
 def check_circuit(model: AttentionOnlyTransformer) -> None:
     """The checks the lesson's story rests on, for the shipped model and a retrained one."""
     result = training.evaluate(model)
@@ -117,7 +129,7 @@ BAD = {
     "a_negative_seed": (
         lambda: data.repeated_sequences(2, 4, 20, seed=-1),
         ValueError,
-        "seed must be an int >= 0, got -1",
+        "seed must be 0 or more, got -1",
     ),
     "weights_of_the_wrong_length": (
         lambda: scores.previous_token_score(torch.ones(1, 2, 5, 5), HALF),

@@ -7,13 +7,19 @@ short and each row varies several things at once: world size, mask, dtype, layou
 from __future__ import annotations
 
 import multiprocessing
+import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import ipywidgets as widgets
+import process_tools
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import ROOT
 from notebook_tools import verdict
 
 from helpers import exercises, masks, parallel, parallel_api, parallel_demo
@@ -64,6 +70,27 @@ def test_ring_attention_equals_sdpa_on_the_whole_sequence(world_size, dtype, is_
     out = parallel.ring_attention_forward(q, k, v, world_size, is_causal, layout)
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
     torch.testing.assert_close(out, expected, rtol=0, atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_tensor_parallel_gives_each_rank_its_own_heads_of_a_per_head_mask(world_size):
+    module, x = module_and_input(torch.float64)  # h = 4, T = 7
+    mask = torch.rand(2, 4, 7, 7, generator=torch.Generator().manual_seed(7)) > 0.4
+    mask[:, 1, 3] = False  # one query of head 1 sees no key: zeros, on one process or many
+    with torch.no_grad():
+        expected, _ = module(x, mask=mask)
+    out = parallel.tensor_parallel_forward(module, x, world_size, mask=mask)
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+
+
+def test_ring_attention_takes_inputs_that_require_grad_and_returns_the_forward_pass():
+    gen = torch.Generator().manual_seed(6)
+    leaves = [torch.randn(1, 2, 6, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+              for _ in range(3)]  # fmt: skip
+    q, k, v = (leaf * 1.0 for leaf in leaves)  # not leaves: what a model's layer hands on
+    out = parallel.ring_attention_forward(q, k, v, 2)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v).detach())
+    assert not out.requires_grad
 
 
 def fail_on_rank_one(rank, world_size):
@@ -159,7 +186,7 @@ BAD = {
     "more_blocks_than_tokens": (
         lambda: parallel.sequence_blocks(5, 3, "zigzag"),
         ValueError,
-        "T=5 tokens cannot be cut into 6 non-empty blocks",
+        "T=5 tokens are too few for world_size=3: the zigzag layout cuts T into 2 x 3 = 6 chunks",
     ),
     "an_unknown_layout": (
         lambda: parallel.sequence_blocks(8, 2, "striped"),
@@ -402,3 +429,72 @@ def test_the_notebooks_failing_worker_reports_its_own_rank_and_leaves_nothing_ru
 def test_the_failing_worker_checks_its_arguments(bad_rank, error, message):
     with pytest.raises(error, match=re.escape(message)):
         parallel_demo.fail_on_rank(0, 2, bad_rank)
+
+
+# --- the launcher and the processes it starts ---------------------------------------------------
+
+
+def test_a_worker_defined_in_a_notebook_cell_is_refused_saying_where_to_put_it(monkeypatch):
+    """In a notebook, __main__ has no file: a spawned process cannot import what a cell defined."""
+    main = sys.modules["__main__"]
+    monkeypatch.delattr(main, "__file__", raising=False)
+
+    def work(rank, world_size):
+        return torch.tensor([rank])
+
+    work.__module__, work.__qualname__ = "__main__", "work"
+    monkeypatch.setattr(main, "work", work, raising=False)  # as a cell leaves it
+    with pytest.raises(ValueError, match=r"worker work is defined in a notebook cell.*"
+                                         r"put work in a \.py file beside the notebook"):  # fmt: skip
+        parallel.spawn(work, 2, ())
+
+
+def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import torch\nfrom helpers import parallel\n\n\n"
+        "def work(rank, world_size):\n    return torch.tensor([rank])\n\n\n"
+        "parallel.spawn(work, 2, ())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)  # fmt: skip
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1, done.stderr
+    assert re.fullmatch(r"RuntimeError: worker \d of 2 failed: its process did not start: .*", last)
+    assert 'put the call under `if __name__ == "__main__":`' in last, last
+
+
+def test_a_worker_that_returns_no_tensor_is_named():
+    with pytest.raises(RuntimeError, match=r"^worker \d of 2 failed: TypeError: a worker must "
+                                           r"return a torch\.Tensor, got NoneType$"):  # fmt: skip
+        parallel.spawn(process_tools.returns_nothing, 2, ())
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")
+@pytest.mark.parametrize("moment", ["starting", "running"])
+def test_workers_end_with_the_caller_when_it_is_killed(tmp_path, moment):
+    """Kill the process that called spawn while its workers import torch, or while they hang
+    (one in a collective, one asleep): within seconds no process it started is left."""
+    token = f"{moment}-{os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, process_tools.TOKEN: token,
+           "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "tests")))}  # fmt: skip
+    code = (f"from helpers import parallel; import process_tools; "
+            f"parallel.spawn(process_tools.hang, 2, ({str(tmp_path)!r},))")  # fmt: skip
+    caller = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        if moment == "starting":  # both workers exist, neither has reached the worker yet
+            started = process_tools.wait_until(
+                lambda: sum("spawn_main" in c for c in process_tools.marked(token).values()) == 2,
+                120,
+            )
+            assert started and not list(tmp_path.glob("*.running"))
+        else:
+            assert process_tools.wait_until(lambda: len(list(tmp_path.glob("*.running"))) == 2, 120)
+        caller.kill()
+        caller.wait()
+        gone = process_tools.wait_until(lambda: not process_tools.marked(token), 30)
+        assert gone, f"still running after the caller was killed: {process_tools.marked(token)}"
+    finally:
+        caller.kill()
+        process_tools.kill_marked(token)

@@ -28,8 +28,7 @@ def repeated_sequences(
     if half > vocab:
         raise ValueError(f"half={half} distinct tokens need vocab >= {half}, got vocab={vocab}")
     validation.require_bool("random_shift", random_shift)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    seed = validation.require_non_negative_int("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     first = torch.rand(batch, vocab, generator=gen).argsort(dim=-1)[:, :half]  # (B, L) distinct
     shifts = torch.randint(0, half, (batch,), generator=gen)  # (B,)
@@ -44,9 +43,19 @@ def predictable(shifts: Tensor, half: int) -> Tensor:
 
     Entry t is about predicting token t + 1 from tokens 0..t. It is True in the second half,
     where token t's earlier copy has a successor to read, i.e. everywhere from t = L on except
-    where the rotation wraps round (the earlier copy is the first half's last token).
+    where the rotation wraps round (the earlier copy is the first half's last token). ``shifts``
+    are the integers ``0 .. L - 1`` :func:`repeated_sequences` draws.
     """
-    t = torch.arange(2 * half - 1)
+    half = validation.require_positive_int("half", half)
+    validation.require_array("shifts", shifts, Tensor, "torch.Tensor")
+    validation.require_integer_tensor("shifts", shifts, "(B,)")
+    validation.require_ndim("shifts", shifts, (1,), "(B,)")
+    if shifts.numel() and not 0 <= int(shifts.min()) <= int(shifts.max()) < half:
+        raise ValueError(
+            f"shifts must lie in 0..half - 1 = 0..{half - 1} (a rotation of the {half} tokens), "
+            f"got values from {int(shifts.min())} to {int(shifts.max())}, shape {tuple(shifts.shape)}"
+        )
+    t = torch.arange(2 * half - 1, device=shifts.device)
     i = t - half  # index within the second half; negative in the first
     wraps = (i[None, :] + shifts[:, None]) % half == half - 1
     return (i >= 0)[None, :] & ~wraps

@@ -9,6 +9,9 @@ loses without it.
 
 from __future__ import annotations
 
+import numbers
+
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -30,6 +33,12 @@ class AttentionOnlyTransformer(nn.Module):
     def __init__(self, vocab: int, max_len: int, d_model: int = 64, num_heads: int = 4,
                  layers: int = 2, rope: bool = False) -> None:  # fmt: skip
         super().__init__()
+        for name, size in (("vocab", vocab), ("max_len", max_len), ("layers", layers)):
+            validation.require_positive_int(name, size)
+        d_model, num_heads = validation.check_sizes(d_model, num_heads)
+        validation.require_bool("rope", rope)
+        if rope and (d_model // num_heads) % 2:
+            raise ValueError(f"rope=True needs an even head width d_k, got {d_model // num_heads}")
         self.rope = rope
         self.token_embedding = nn.Embedding(vocab, d_model)
         self.position_embedding = nn.Embedding(max_len, d_model)
@@ -45,8 +54,7 @@ class AttentionOnlyTransformer(nn.Module):
 
         ``ablate`` holds (layer, head) pairs whose output is set to zero.
         """
-        validation.require_array("tokens", tokens, Tensor, "torch.Tensor")
-        validation.require_ndim("tokens", tokens, (2,), "(B, T)")
+        self._check_tokens(tokens)
         self._check_ablate(ablate)
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.token_embedding(tokens)  # (B, T, D)
@@ -64,12 +72,42 @@ class AttentionOnlyTransformer(nn.Module):
             maps.append(weights)
         return self.readout(x), maps
 
+    def _check_tokens(self, tokens: Tensor) -> None:
+        """Integer ids ``(B, T)`` below the vocabulary size, on the model's device; T at most
+        ``max_len`` when positions are learned (RoPE has no such limit)."""
+        validation.require_array("tokens", tokens, Tensor, "torch.Tensor")
+        validation.require_ndim("tokens", tokens, (2,), "(B, T)")
+        validation.require_integer_tensor("tokens", tokens, "(B, T)")
+        vocab, max_len = self.token_embedding.num_embeddings, self.position_embedding.num_embeddings
+        longest = "any T" if self.rope else f"T <= max_len = {max_len}"
+        if tokens.shape[1] == 0 or not (self.rope or tokens.shape[1] <= max_len):
+            raise ValueError(
+                f"tokens must be (B, T) with 1 <= {longest}, got {tuple(tokens.shape)}"
+            )
+        if tokens.numel() and not 0 <= int(tokens.min()) <= int(tokens.max()) < vocab:
+            raise ValueError(
+                f"tokens must be ids in 0..vocab - 1 = 0..{vocab - 1}, got values from "
+                f"{int(tokens.min())} to {int(tokens.max())}, shape {tuple(tokens.shape)}"
+            )
+        weight = self.token_embedding.weight
+        if tokens.device != weight.device:
+            raise ValueError(
+                f"tokens are on {tokens.device} but the model is on {weight.device}, shape "
+                f"{tuple(tokens.shape)}; move one with .to(...)"
+            )
+
     def _check_ablate(self, ablate: frozenset[tuple[int, int]]) -> None:
-        """Every ablated (layer, head) must exist."""
+        """A set (or list) of (layer, head) pairs of ints, each of which must exist."""
+        if not isinstance(ablate, (set, frozenset, list, tuple)):
+            raise TypeError(
+                f"ablate must be a set of (layer, head) pairs, got {type(ablate).__name__} "
+                f"{ablate!r}"
+            )
         heads = self.attention[0].num_heads
         for pair in ablate:
-            if not (isinstance(pair, tuple) and len(pair) == 2
-                    and 0 <= pair[0] < len(self.attention) and 0 <= pair[1] < heads):  # fmt: skip
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(map(_is_int, pair))):
+                raise TypeError(f"ablate holds (layer, head) pairs of ints, got {pair!r}")
+            if not (0 <= pair[0] < len(self.attention) and 0 <= pair[1] < heads):
                 raise ValueError(
                     f"ablate holds (layer, head) pairs with layer in 0..{len(self.attention) - 1} "
                     f"and head in 0..{heads - 1}, got {pair!r}"
@@ -84,3 +122,8 @@ class AttentionOnlyTransformer(nn.Module):
         T = x.shape[1]
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         return scaled_dot_product_attention(q, k, v, causal)
+
+
+def _is_int(value: object) -> bool:
+    """An int (a NumPy integer too), not a bool: ``True`` is no head number."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))

@@ -27,16 +27,20 @@ def previous_token_score(weights: Tensor, half: int) -> Tensor:
 def induction_score(weights: Tensor, tokens: Tensor, half: int) -> Tensor:
     """Mean weight on "the position after the earlier copy of my token" over the second half.
 
-    weights ``(B, h, T, T)``, tokens ``(B, T)``; returns ``(B, h)``. A query whose earlier copy
-    is the last token of the first half has no successor there and is left out.
+    weights ``(B, h, T, T)``, tokens ``(B, T)`` with T = 2 L; returns ``(B, h)``. A query whose
+    token has no earlier copy in the first half, or whose copy is the first half's last token (no
+    successor there), is left out. A sequence with no query left (every one with ``half = 1``)
+    has no score, 0 / 0: a ValueError says so, rather than a NaN.
     """
     _check(weights, half)
+    _check_tokens(weights, tokens, half)
     B, T = tokens.shape
     first = tokens[:, :half]  # (B, L)
-    # where in the first half each second-half token appeared: (B, L) indices
-    earlier = (tokens[:, half:, None] == first[:, None, :]).float().argmax(dim=-1)
+    same = tokens[:, half:, None] == first[:, None, :]  # (B, L, L): second-half token = first's?
+    earlier = same.float().argmax(dim=-1)  # where in the first half each one appeared
     target = earlier + 1  # the position after the earlier copy
-    keep = target < half  # (B, L)
+    keep = same.any(dim=-1) & (target < half)  # (B, L)
+    _check_something_to_score(keep, half)
     rows = weights[:, :, half:, :]  # (B, h, L, T)
     picked = rows.gather(
         -1, target.clamp(max=T - 1)[:, None, :, None].expand(-1, rows.shape[1], -1, 1)
@@ -52,4 +56,30 @@ def _check(weights: Tensor, half: int) -> None:
         raise ValueError(
             f"weights must be (..., h, T, T) with T = 2 * half = {2 * half}, got shape "
             f"{tuple(weights.shape)}"
+        )
+    validation.require_floating("weights", weights)
+
+
+def _check_tokens(weights: Tensor, tokens: Tensor, half: int) -> None:
+    """tokens ``(B, 2 L)``: integer ids of the same B as weights ``(B, h, 2 L, 2 L)``."""
+    validation.require_array("tokens", tokens, Tensor, "torch.Tensor")
+    validation.require_integer_tensor("tokens", tokens, "(B, T)")
+    want = (weights.shape[0], 2 * half)
+    if weights.ndim != 4 or tuple(tokens.shape) != want:
+        raise ValueError(
+            f"weights must be (B, h, T, T) and tokens (B, T) with T = 2 * half = {2 * half}: "
+            f"got weights {tuple(weights.shape)}, tokens {tuple(tokens.shape)}"
+        )
+    validation.require_same_device(weights=weights, tokens=tokens)
+
+
+def _check_something_to_score(keep: Tensor, half: int) -> None:
+    """Refuse sequences with no second-half query to score: their score would be 0 / 0."""
+    empty = (keep.sum(-1) == 0).nonzero()[:, 0].tolist()
+    if empty:
+        more = f" (and {len(empty) - 1} more sequences)" if len(empty) > 1 else ""
+        raise ValueError(
+            f"tokens[{empty[0]}]{more}: no token of the second half has an earlier copy with a "
+            f"successor in the first half (half = {half}), so its induction score would be "
+            "0 / 0; score sequences that repeat, with half >= 2"
         )

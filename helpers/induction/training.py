@@ -29,7 +29,9 @@ WEIGHTS = Path(__file__).with_name("weights.pt")
 
 def make_model(seed: int = 0, rope: bool | None = None) -> AttentionOnlyTransformer:
     """A fresh, seeded model of :data:`CONFIG`'s size (``rope=False``: learned positions)."""
-    torch.manual_seed(seed)
+    torch.manual_seed(validation.require_non_negative_int("seed", seed))
+    if rope is not None:
+        validation.require_bool("rope", rope)
     c = dict(CONFIG, rope=CONFIG["rope"] if rope is None else rope)
     return AttentionOnlyTransformer(
         c["vocab"], 2 * c["half"], c["d_model"], c["num_heads"], c["layers"], c["rope"]
@@ -49,7 +51,14 @@ def next_token_loss(
 def train(model: AttentionOnlyTransformer, steps: int, batch: int = 64, lr: float = 1e-3,
           seed: int = 1, progress: bool = True, random_shift: bool = True) -> list[float]:  # fmt: skip
     """AdamW on fresh seeded batches; the loss of every step. One thread, so runs repeat."""
+    validation.require_array("model", model, AttentionOnlyTransformer, "AttentionOnlyTransformer")
     steps = validation.require_positive_int("steps", steps)
+    validation.require_positive_int("batch", batch)
+    if not validation.require_real("lr", lr) > 0:
+        raise ValueError(f"lr must be positive, got {lr!r}")
+    validation.require_non_negative_int("seed", seed)
+    validation.require_bool("progress", progress)
+    validation.require_bool("random_shift", random_shift)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     losses = []
     with single_thread():

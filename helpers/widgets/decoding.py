@@ -28,7 +28,7 @@ from helpers.inference import GroupedQueryAttention, kv_cache_bytes
 from helpers.masks import causal_mask
 from helpers.plots import attention_heatmap
 from helpers.rope import apply_rope
-from helpers.validation import require_positive_int
+from helpers.validation import require_bool, require_positive_int, require_real
 
 # --- counting one decode step ----------------------------------------------------------------
 
@@ -62,6 +62,7 @@ def step_flops(
     masked kernel computes (``4 h T^2 d_k``, notebook 07's count without the causal half).
     """
     seq_len = require_positive_int("seq_len", seq_len)
+    require_bool("cached", cached)
     h, _, d_k = _sizes(d_model, num_heads, num_kv_heads)
     per_token = 2 * projection_weights(d_model, num_heads, num_kv_heads)
     if cached:
@@ -85,6 +86,7 @@ def step_bytes(
     keys and values are made and used once. A kernel may move more, never less.
     """
     seq_len = require_positive_int("seq_len", seq_len)
+    require_bool("cached", cached)
     _, h_kv, d_k = _sizes(d_model, num_heads, num_kv_heads)
     tokens = 1 if cached else seq_len
     values = projection_weights(d_model, num_heads, num_kv_heads)
@@ -98,9 +100,15 @@ def _count(n: int, noun: str, plural: str | None = None) -> str:
 
 
 def roofline_seconds(flops: float, nbytes: float, tflops: float, gb_per_s: float) -> float:
-    """The least time: the work at the peak rate, or the bytes at the memory bandwidth, if longer."""
-    if not (tflops > 0 and gb_per_s > 0):
-        raise ValueError(f"tflops and gb_per_s must be positive, got {tflops!r} and {gb_per_s!r}")
+    """The least time: the work at the peak rate, or the bytes at the memory bandwidth, if longer.
+
+    ``flops`` and ``nbytes`` are finite numbers, 0 or more; the two rates finite and positive.
+    """
+    for name, value in (("flops", flops), ("nbytes", nbytes)):
+        require_real(name, value, low=0)
+    for name, value in (("tflops", tflops), ("gb_per_s", gb_per_s)):
+        if not require_real(name, value) > 0:
+            raise ValueError(f"{name} must be positive, got {value!r}")
     return max(flops / (tflops * 1e12), nbytes / (gb_per_s * 1e9))
 
 

@@ -34,9 +34,14 @@ MASKED, NOT_YET = (0.88, 0.88, 0.88), (1.0, 1.0, 1.0)  # cell colours in the rin
 
 def rank_colours(world_size: int) -> list[tuple[float, float, float]]:
     """One colour-blind-safe colour per rank, the same in both pictures (grey left out: it
-    would look like a masked pair)."""
-    palette = sns.color_palette("colorblind", 10)
-    return [colour for i, colour in enumerate(palette) if i != 7][:world_size]
+    would look like a masked pair). There are 9 such colours: more ranks are refused."""
+    palette = [colour for i, colour in enumerate(sns.color_palette("colorblind", 10)) if i != 7]
+    if world_size > len(palette):
+        raise ValueError(
+            f"world_size={world_size}: the pictures tell ranks apart by {len(palette)} "
+            f"colour-blind-safe colours, so they draw at most {len(palette)} ranks"
+        )
+    return palette[:world_size]
 
 
 def spans(positions) -> str:

@@ -26,7 +26,12 @@ import seaborn as sns
 from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 
-from helpers.validation import require_bool, require_positive_int
+from helpers.validation import (
+    require_bool,
+    require_finite,
+    require_non_negative_int,
+    require_positive_int,
+)
 
 T = 48  # queries and keys of the explorer's scores
 D_HEAD = 8  # the width d of its queries and keys
@@ -41,6 +46,8 @@ def tile_kind(q_start: int, q_stop: int, k_start: int, k_stop: int, offset: int 
     Decided from the tile's corners alone, without forming a mask: the first query sees the
     fewest keys, the last query the most. Notebook 09, section 2 (the causal tile-skip rule).
     """
+    if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer)):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__} {offset!r}")
     if not (0 <= q_start < q_stop and 0 <= k_start < k_stop):
         raise ValueError(
             f"a tile needs 0 <= start < stop on both axes, got queries {q_start}..{q_stop} "
@@ -112,6 +119,14 @@ def row_trace(
     the row's block skips are never visited, and scores after the row are ``-inf``.
     """
     scores_row = np.asarray(scores_row, dtype=float)
+    if scores_row.ndim != 1 or not scores_row.size:
+        raise ValueError(
+            f"scores_row must be one row of scores (T_k,), got shape {scores_row.shape}"
+        )
+    require_finite("scores_row", scores_row, allow_neg_inf=True)
+    row, block_q = require_non_negative_int("row", row), require_positive_int("block_q", block_q)
+    block_k = require_positive_int("block_k", block_k)
+    require_bool("is_causal", is_causal)
     T_k = scores_row.shape[-1]
     q0 = (row // block_q) * block_q
     q1 = q0 + block_q  # the block's end; the skip rule looks at its last row
@@ -126,7 +141,8 @@ def row_trace(
         tile_max = float(s.max())
         m_new = max(m, tile_max)
         rescale = math.exp(m - m_new) if math.isfinite(m) else 0.0
-        total = total * rescale + float(np.exp(s - m_new).sum())
+        safe = m_new if math.isfinite(m_new) else 0.0  # a row with no key yet: as the forward
+        total = total * rescale + float(np.exp(s - safe).sum())
         steps.append(TileStep(k0, k1, tile_max, m_new, rescale, total))
         m = m_new
     return steps
@@ -164,8 +180,11 @@ def render_tiling(block_q: int, block_k: int, is_causal: bool, row: int) -> tupl
     block_q = require_positive_int("block_q", block_q)
     block_k = require_positive_int("block_k", block_k)
     require_bool("is_causal", is_causal)
-    if isinstance(row, bool) or not isinstance(row, int) or not 0 <= row < T:
+    if isinstance(row, (bool, np.bool_)) or not isinstance(row, (int, np.integer)):
+        raise TypeError(f"row must be an int, got {type(row).__name__} {row!r}")
+    if not 0 <= row < T:
         raise ValueError(f"row must be a query row in 0..{T - 1}, got {row!r}")
+    row = int(row)
     grid = tile_grid(T, T, block_q, block_k, is_causal)
     steps = row_trace(demo_scores()[row], row, block_q, block_k, is_causal)
 

@@ -51,7 +51,7 @@ def render_head_browser(
     if not maps:
         raise ValueError("maps must hold at least one stage, got none")
     shapes = {name: tuple(np.shape(w)) for name, w in maps.items()}
-    if any(len(s) != 4 for s in shapes.values()) or len(set(shapes.values())) != 1:
+    if any(len(s) != 4 or s[2] != s[3] for s in shapes.values()) or len(set(shapes.values())) != 1:
         raise ValueError(f"every map must have the same shape (N, h, T, T), got {shapes}")
     shape = next(iter(shapes.values()))
     examples, heads, t = shape[:3]
