@@ -417,9 +417,10 @@ CAUGHT_BY = [
     ("apply_rotary", "positions_from_one", 1, "position 0 must leave x as it is"),
     ("apply_rotary", "scales_instead_of_turning", 2, "shifting every position changed q · k"),
     ("apply_rotary", "interleaved_layout", 3, "pairs (i, i + d/2) are not turned"),
-    ("lower_right_mask", "misses_the_diagonal", 1, "T_q = T_k: plain causal"),
-    ("lower_right_mask", "top_left_like_is_causal", 2, "may see all 6 keys, got [[1 0 0 0 0 0]]"),
-    ("lower_right_mask", "special_cases_one_token", 3, "T_q = 3, T_k = 7: expected"),
+    ("lower_right_mask", "floats_not_booleans", 1, "expected a boolean mask"),
+    ("lower_right_mask", "misses_the_diagonal", 2, "T_q = T_k: plain causal"),
+    ("lower_right_mask", "top_left_like_is_causal", 3, "may see all 6 keys, got [[1 0 0 0 0 0]]"),
+    ("lower_right_mask", "special_cases_one_token", 4, "T_q = 3, T_k = 7: expected"),
 ]
 
 
@@ -431,7 +432,8 @@ def test_each_check_of_notebook_08s_exercises_catches_its_own_mistake(
 ):
     exercises.check(name, WRONG[name][mistake])
     out = capsys.readouterr().out
-    assert f"check {check} (of 3) failed" in out and message in out, out
+    count = len(exercises.get(name).checks)
+    assert f"check {check} (of {count}) failed" in out and message in out, out
 
 
 # --- notebook 08's counts and explorers ----------------------------------------------------
@@ -581,3 +583,14 @@ def test_decoding_explorers_redraw_when_driven_headless():
     first = box.image.value
     kv.value = 1
     assert box.image.value != first and "32x smaller than multi-head" in box.caption.value
+
+
+# Code a hint must not hand over: each first-failure hint names the idea, the learner writes it.
+ANSWER_CODE = ("torch.cat(", "F.scaled_dot_product_attention(", "np.tril(np.ones", ".expand(",
+               "repeat_interleave(", "x1 * cos", "10000 ** (-torch.arange")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_notebook_08_hints_point_at_the_idea_not_the_answer_code(name):
+    hint = exercises.get(name).hint
+    assert not [code for code in ANSWER_CODE if code in hint], hint

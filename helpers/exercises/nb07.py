@@ -12,6 +12,78 @@ import torch.nn.functional as F
 from helpers.exercises import exercise
 
 
+def _attention_error(dtype: torch.dtype, seed: int) -> float:
+    """Max abs error of SDPA in ``dtype`` against float64 on one seeded input (CPU, math)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 4, 32, 16, generator=gen, dtype=torch.float64) for _ in "qkv")
+    want = F.scaled_dot_product_attention(q, k, v)
+    with sdpa_kernel(SDPBackend.MATH):
+        got = F.scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype))
+    return float((got.double() - want).abs().max())
+
+
+@exercise(
+    "attention_tolerance",
+    notebook="07",
+    hint=(
+        "Tie the tolerance to the dtype's machine epsilon, torch.finfo(dtype).eps: a few eps "
+        "covers rounding the inputs and the output. Measure first, then choose."
+    ),
+)
+def _attention_tolerance():
+    """Notebook 07, section 2 (Dtypes and the error they bring), exercise 1."""
+
+    dtypes = (torch.float32, torch.bfloat16, torch.float16)
+
+    def covers_the_measured_error(fn):
+        for dtype in dtypes:
+            worst = max(_attention_error(dtype, seed) for seed in range(3))
+            tol = float(fn(dtype))
+            assert tol >= worst, (
+                f"{dtype}: tolerance {tol:.1e} is below a measured error {worst:.1e}"
+            )
+
+    def is_not_so_loose_it_hides_bugs(fn):
+        for dtype in dtypes:
+            tol, eps = float(fn(dtype)), torch.finfo(dtype).eps
+            assert tol <= 64 * eps, f"{dtype}: tolerance {tol:.1e} is over 64 eps ({64 * eps:.1e})"
+
+    return [
+        ("is at least the error measured in each dtype", covers_the_measured_error),
+        ("is at most 64 eps of the dtype", is_not_so_loose_it_hides_bugs),
+    ]
+
+
+@exercise(
+    "weights_bytes",
+    notebook="07",
+    hint=(
+        "The weights are a (B, h, T, T) tensor: B * h * T * T numbers, each "
+        "torch.finfo(dtype).bits // 8 bytes (4 for float32, 2 for bfloat16 and float16)."
+    ),
+)
+def _weights_bytes():
+    """Notebook 07, section 5 (What is lost: the weights), exercise 2."""
+
+    def counts_float32(fn):
+        got = fn(2, 3, 5, torch.float32)
+        assert got == 2 * 3 * 5 * 5 * 4, f"(2, 3, 5) float32: expected 600, got {got}"
+
+    def matches_a_real_tensor(fn):
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            real = torch.empty(1, 2, 7, 7, dtype=dtype)
+            want = real.numel() * real.element_size()
+            got = fn(1, 2, 7, dtype)
+            assert got == want, f"(1, 2, 7) {dtype}: expected {want}, got {got}"
+
+    return [
+        ("counts B * h * T * T float32 numbers", counts_float32),
+        ("matches the size of a real tensor in each dtype", matches_a_real_tensor),
+    ]
+
+
 def _matmul_flops(m: int, k: int, n: int) -> int:
     """``(m, k) @ (k, n)``: m * n outputs, each k multiplies and k adds."""
     return 2 * m * k * n
@@ -65,76 +137,4 @@ def _attention_flops():
         ("counts the two matmuls of one head", counts_one_head),
         ("multiplies by batch and heads", scales_with_batch_and_heads),
         ("counts the allowed pairs for a causal mask", counts_the_allowed_pairs_when_causal),
-    ]
-
-
-@exercise(
-    "weights_bytes",
-    notebook="07",
-    hint=(
-        "The weights are a (B, h, T, T) tensor: B * h * T * T numbers, each "
-        "torch.finfo(dtype).bits // 8 bytes (4 for float32, 2 for bfloat16 and float16)."
-    ),
-)
-def _weights_bytes():
-    """Notebook 07, section 5 (What is lost: the weights), exercise 2."""
-
-    def counts_float32(fn):
-        got = fn(2, 3, 5, torch.float32)
-        assert got == 2 * 3 * 5 * 5 * 4, f"(2, 3, 5) float32: expected 600, got {got}"
-
-    def matches_a_real_tensor(fn):
-        for dtype in (torch.float32, torch.bfloat16, torch.float16):
-            real = torch.empty(1, 2, 7, 7, dtype=dtype)
-            want = real.numel() * real.element_size()
-            got = fn(1, 2, 7, dtype)
-            assert got == want, f"(1, 2, 7) {dtype}: expected {want}, got {got}"
-
-    return [
-        ("counts B * h * T * T float32 numbers", counts_float32),
-        ("matches the size of a real tensor in each dtype", matches_a_real_tensor),
-    ]
-
-
-def _attention_error(dtype: torch.dtype, seed: int) -> float:
-    """Max abs error of SDPA in ``dtype`` against float64 on one seeded input (CPU, math)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(2, 4, 32, 16, generator=gen, dtype=torch.float64) for _ in "qkv")
-    want = F.scaled_dot_product_attention(q, k, v)
-    with sdpa_kernel(SDPBackend.MATH):
-        got = F.scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype))
-    return float((got.double() - want).abs().max())
-
-
-@exercise(
-    "attention_tolerance",
-    notebook="07",
-    hint=(
-        "Tie the tolerance to the dtype's machine epsilon, torch.finfo(dtype).eps: a few eps "
-        "covers rounding the inputs and the output. Measure first, then choose."
-    ),
-)
-def _attention_tolerance():
-    """Notebook 07, section 2 (Dtypes and the error they bring), exercise 1."""
-
-    dtypes = (torch.float32, torch.bfloat16, torch.float16)
-
-    def covers_the_measured_error(fn):
-        for dtype in dtypes:
-            worst = max(_attention_error(dtype, seed) for seed in range(3))
-            tol = float(fn(dtype))
-            assert tol >= worst, (
-                f"{dtype}: tolerance {tol:.1e} is below a measured error {worst:.1e}"
-            )
-
-    def is_not_so_loose_it_hides_bugs(fn):
-        for dtype in dtypes:
-            tol, eps = float(fn(dtype)), torch.finfo(dtype).eps
-            assert tol <= 64 * eps, f"{dtype}: tolerance {tol:.1e} is over 64 eps ({64 * eps:.1e})"
-
-    return [
-        ("is at least the error measured in each dtype", covers_the_measured_error),
-        ("is at most 64 eps of the dtype", is_not_so_loose_it_hides_bugs),
     ]

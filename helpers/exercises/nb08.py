@@ -1,4 +1,4 @@
-"""Exercises of notebook 08: a cache step, shared KV heads, RoPE, the lower-right causal mask.
+"""Exercises of notebook 08: a cache step, the lower-right causal mask, shared KV heads, RoPE.
 
 The checks compare with independent computations: attention written out with a softmax, a loop
 over query heads, complex numbers for RoPE, and PyTorch's own ``causal_lower_right`` bias.
@@ -27,10 +27,10 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 @exercise(
     "cache_step",
     notebook="08",
-    hint="Append first: keys = torch.cat([keys, k], dim=-2), the same for values (dim -2 is T). "
-    "Then the one new query may see every key, itself included, so attend with no mask: "
-    "F.scaled_dot_product_attention(q, keys, values). is_causal=True would align the mask "
-    "top-left and let it see key 0 only.",
+    hint="Two steps, in this order. First grow the cache: the new key and value go after the "
+    "cached ones, along the T axis. Then attend from the one new query over every key so far. "
+    "It is the last token, so it may see every key, its own included: no mask is needed, and "
+    "is_causal=True would align its mask top-left and show it key 0 only (section 2's trap).",
 )
 def _cache_step():
     B, h, T, d_k = 2, 3, 5, 4
@@ -68,12 +68,57 @@ def _cache_step():
 
 
 @exercise(
+    "lower_right_mask",
+    notebook="08",
+    hint="The new queries are the last T_q tokens: query i is token T_k - T_q + i, and it may "
+    "see every key up to its own position, itself included. Compare each key's position with "
+    "each query's. A triangle that starts in the top-left corner (np.tril with no offset, or "
+    "is_causal) treats the new queries as the first tokens of the text instead.",
+)
+def _lower_right_mask():
+    from torch.nn.attention.bias import causal_lower_right
+
+    def returns_a_boolean_mask(fn):
+        got = np.asarray(fn(3, 7))
+        assert_shape(got, (3, 7), "(T_q, T_k)")
+        assert got.dtype == bool, (
+            f"expected a boolean mask (True = may attend), got dtype {got.dtype}"
+        )
+
+    def square_is_the_causal_mask(fn):
+        got = np.asarray(fn(4, 4))
+        assert np.array_equal(got, np.tril(np.ones((4, 4), dtype=bool))), "T_q = T_k: plain causal"
+
+    def one_new_token_sees_everything(fn):
+        got = np.asarray(fn(1, 6))
+        assert_shape(got, (1, 6), "(T_q, T_k)")
+        assert got.all(), (
+            f"one new token after 5 cached ones may see all 6 keys, got {got.astype(int)}"
+        )
+
+    def matches_pytorchs_lower_right_bias(fn):
+        for T_q, T_k in ((3, 7), (2, 5), (5, 6)):
+            got = np.asarray(fn(T_q, T_k))
+            want = causal_lower_right(T_q, T_k)._materialize().numpy()
+            assert np.array_equal(got, want), (
+                f"T_q = {T_q}, T_k = {T_k}: expected\n{want.astype(int)}\ngot\n{got.astype(int)}"
+            )
+
+    return [
+        ("returns a boolean (T_q, T_k) mask", returns_a_boolean_mask),
+        ("T_q = T_k gives the ordinary causal mask", square_is_the_causal_mask),
+        ("one new token may see every key", one_new_token_sees_everything),
+        ("3 queries over 7 keys, aligned bottom-right", matches_pytorchs_lower_right_bias),
+    ]
+
+
+@exercise(
     "share_kv_heads",
     notebook="08",
-    hint="Query head j reads KV head j // (h // h_kv): neighbouring query heads share one. "
-    "kv.repeat_interleave(h // h_kv, dim=1) does that (0, 0, 1, 1); kv.repeat(1, h // h_kv, 1, 1) "
-    "does not (0, 1, 0, 1). Without copying first: kv[:, :, None].expand(B, h_kv, h // h_kv, T, d_k) "
-    "then .reshape(B, h, T, d_k).",
+    hint="Query head j reads KV head j // (h // h_kv): neighbouring query heads share one, so "
+    "each KV head must appear h // h_kv times in a row along the head axis (0, 0, 1, 1), not "
+    "tiled (0, 1, 0, 1). Section 4 printed which of PyTorch's two repeating functions gives "
+    "which order, and how a group axis added with expand becomes the head axis.",
 )
 def _share_kv_heads():
     B, T, d_k = 2, 3, 4
@@ -119,9 +164,10 @@ def _rope_by_complex_numbers(x: torch.Tensor, positions: torch.Tensor) -> torch.
 @exercise(
     "apply_rotary",
     notebook="08",
-    hint="Angles: positions[:, None] * 10000 ** (-torch.arange(0, d, 2) / d), shape (T, d/2). "
-    "Split x into x1 = x[..., :d/2] and x2 = x[..., d/2:] (the half-split layout) and return "
-    "torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).",
+    hint="Each pair i (features i and i + d/2, the half-split layout) turns by its own angle, "
+    "position * 10000 ** (-2 i / d): one angle per position and pair, a (T, d/2) table. Turn "
+    "the first half of x against the second half, as a 2-D rotation by angle a turns (x, y) "
+    "into (x cos a - y sin a, x sin a + y cos a).",
 )
 def _apply_rotary():
     B, h, T, d = 2, 3, 6, 8
@@ -151,42 +197,4 @@ def _apply_rotary():
         ("same shape; position 0 changes nothing", keeps_shape_and_position_zero),
         ("q · k depends only on the distance", scores_depend_on_distance_only),
         ("pair (i, i + d/2) turns by position * theta_i", rotates_each_half_split_pair),
-    ]
-
-
-@exercise(
-    "lower_right_mask",
-    notebook="08",
-    hint="Query i is token T_k - T_q + i, so it may see keys 0 .. T_k - T_q + i: "
-    "np.tril(np.ones((T_q, T_k), dtype=bool), k=T_k - T_q). np.tril without k aligns the "
-    "diagonal top-left, as is_causal does.",
-)
-def _lower_right_mask():
-    from torch.nn.attention.bias import causal_lower_right
-
-    def square_is_the_causal_mask(fn):
-        got = np.asarray(fn(4, 4))
-        assert_shape(got, (4, 4), "(T_q, T_k)")
-        assert got.dtype == bool, f"expected a boolean mask, got dtype {got.dtype}"
-        assert np.array_equal(got, np.tril(np.ones((4, 4), dtype=bool))), "T_q = T_k: plain causal"
-
-    def one_new_token_sees_everything(fn):
-        got = np.asarray(fn(1, 6))
-        assert_shape(got, (1, 6), "(T_q, T_k)")
-        assert got.all(), (
-            f"one new token after 5 cached ones may see all 6 keys, got {got.astype(int)}"
-        )
-
-    def matches_pytorchs_lower_right_bias(fn):
-        for T_q, T_k in ((3, 7), (2, 5), (5, 6)):
-            got = np.asarray(fn(T_q, T_k))
-            want = causal_lower_right(T_q, T_k)._materialize().numpy()
-            assert np.array_equal(got, want), (
-                f"T_q = {T_q}, T_k = {T_k}: expected\n{want.astype(int)}\ngot\n{got.astype(int)}"
-            )
-
-    return [
-        ("T_q = T_k gives the ordinary causal mask", square_is_the_causal_mask),
-        ("one new token may see every key", one_new_token_sees_everything),
-        ("3 queries over 7 keys, aligned bottom-right", matches_pytorchs_lower_right_bias),
     ]
