@@ -117,6 +117,15 @@ def test_paged_attention_equals_attention_over_the_contiguous_cache(problem, dty
     torch.testing.assert_close(out.double(), want, rtol=0, atol=TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.uint8, torch.int32])
+def test_paged_attention_reads_block_tables_of_any_integer_dtype_alike(dtype):
+    q, k_cache, v_cache = (torch.randn(s, generator=torch.Generator().manual_seed(i))
+                           for i, s in enumerate([(2, 4, 8), (4, 2, 3, 8), (4, 2, 3, 8)]))  # fmt: skip
+    tables, lens = torch.tensor([[3, 1], [2, 0]]), torch.tensor([6, 2])
+    want = paged_attention(q, k_cache, v_cache, tables, lens)
+    assert torch.equal(paged_attention(q, k_cache, v_cache, tables.to(dtype), lens.to(dtype)), want)
+
+
 def test_paged_attention_takes_numpy_arrays_and_gives_one_back():
     rng = np.random.default_rng(0)
     k_cache, v_cache = rng.standard_normal((2, 4, 2, 3, 5))
@@ -594,8 +603,43 @@ BAD = {
     "float_block_tables": (
         lambda: paged_attention(Q, POOL, POOL, TABLES.float(), LENS),
         TypeError,
-        r"block_tables must hold integers \(B, max_blocks\), got torch.float32 \(2, 2\)",
+        r"block_tables must hold integers \(B, max_blocks\), got dtype torch.float32, shape \(2, 2\)",
     ),
+    "a_cache_with_no_kv_head": (
+        lambda: paged_attention(Q, POOL[:, :0], POOL[:, :0], TABLES, LENS),
+        ValueError,
+        r"k_cache has an axis of size 0, shape \(4, 0, 3, 8\)",
+    ),
+    "block_tables_on_another_device": (
+        lambda: paged_attention(Q, POOL, POOL, TABLES.to("meta"), LENS),
+        ValueError,
+        r"must be on one device.*block_tables on meta \(2, 2\)",
+    ),
+    "a_numpy_q_holding_nan": (
+        lambda: paged_attention(
+            np.full((2, 4, 8), np.nan), POOL.numpy(), POOL.numpy(), TABLES.numpy(), LENS.numpy()
+        ),
+        ValueError,
+        r"q contains NaN or infinity at 64 of 64 entries",
+    ),  # fmt: skip
+    "numpy_paged_scores_that_overflow": (
+        lambda: paged_attention(
+            np.full((2, 4, 8), 1e200),
+            np.full((4, 2, 3, 8), 1e200),
+            np.zeros((4, 2, 3, 8)),
+            TABLES.numpy(),
+            LENS.numpy(),
+        ),
+        ValueError,
+        r"paged_attention gives NaN or infinity for 8 of 8 \(sequence, head\) pairs",
+    ),  # fmt: skip
+    "numpy_split_kv_scores_that_overflow": (
+        lambda: split_kv_attention(
+            np.full((1, 2, 8), 1e200), np.full((1, 5, 8), 1e200), np.ones((1, 5, 8)), 2
+        ),
+        ValueError,
+        r"q k\^T / sqrt\(d_k\) overflows float64 in 2 of 2 query rows",
+    ),  # fmt: skip
     "tables_for_another_batch": (
         lambda: paged_attention(Q, POOL, POOL, TABLES[:1], LENS),
         ValueError,
