@@ -465,6 +465,15 @@ def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
     return float(((counts - expected) ** 2 / expected).sum())
 
 
+@pytest.mark.parametrize("temperature", [1e-310, 1e-300, 1e-12])
+def test_a_tiny_temperature_samples_as_greedy_does_not_a_raw_error(temperature):
+    prompt = torch.tensor([[1]])
+    greedy = speculative_decode(table_target, table_draft, prompt, 6, 2)
+    sampled = speculative_decode(table_target, table_draft, prompt, 6, 2, temperature,
+                                 torch.Generator().manual_seed(0))  # fmt: skip
+    assert torch.equal(sampled, greedy)
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.6])
 def test_speculative_sampling_draws_pairs_as_the_target_does(temperature):
     """4000 seeded runs; chi-square over the 16 pairs (15 degrees of freedom) below 37.7, its
@@ -675,6 +684,35 @@ BAD = {
         ValueError,
         r"draft and target must share one vocabulary: draft logits \(1, T, 4\), target logits \(1, 3, 5\)",
     ),  # fmt: skip
+    **{
+        f"{name}_logits_holding_{what}_at_temperature_{t}": (
+            lambda name=name, bad=bad, t=t: speculative_decode(
+                (lambda x: TABLE[x] * bad) if name == "target" else table_target,
+                (lambda x: TABLE[x] * bad) if name == "draft" else table_draft,
+                torch.tensor([[1]]),
+                3,
+                2,
+                t,
+                torch.Generator().manual_seed(0),
+            ),
+            ValueError,
+            rf"{name} returned logits \(1, \d, 4\) holding NaN or \+inf",
+        )
+        for name in ("target", "draft")
+        for what, bad in (("nan", float("nan")), ("inf", float("inf")))
+        for t in (0.0, 1.0)
+    },
+    "a_draft_proposing_past_the_targets_vocabulary": (
+        lambda: speculative_decode(
+            table_target,
+            lambda t: torch.zeros(1, t.shape[1], 6).index_fill(-1, torch.tensor([5]), 1.0),
+            torch.tensor([[1]]),
+            4,
+            2,
+        ),
+        ValueError,
+        r"target failed on the draft's proposals \[5, 5\].*share one vocabulary, the draft's has V = 6",
+    ),
     "a_negative_temperature": (
         lambda: speculative_decode(
             table_target, table_draft, torch.tensor([[1]]), 3, temperature=-0.5
