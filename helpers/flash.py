@@ -251,28 +251,49 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
     (a few float32 epsilons from SDPA) and in float16 (the same error as SDPA's float16 against
     float64); it computes bfloat16 wrongly, since NumPy has no bfloat16, so bfloat16 needs a GPU.
     Notebook 09, section 4; the kernel is in :mod:`helpers.flash_triton`.
+
+    The kernel has no backward pass: while autograd records, q, k or v that require grad are
+    refused (the output would silently carry no gradient; use :func:`flash_attention_numpy`'s
+    backward of Going further B, or SDPA, to train). Inside ``torch.no_grad()`` they are welcome.
+    NaN, infinity and scores that overflow are not looked for: such a row comes out NaN, the
+    policy :mod:`helpers.attention_core` explains for every torch path.
     """
     import torch
 
     validation.check_attention(q, k, v, None, torch.Tensor, "torch.Tensor")
     validation.require_bool("is_causal", is_causal)
-    if q.ndim != 4 or k.shape[:2] != q.shape[:2] or v.shape != k.shape:
+    if not q.ndim == k.ndim == v.ndim == 4 or k.shape[:2] != q.shape[:2] or v.shape != k.shape:
         raise ValueError(
             "q, k, v must be (B, h, T, d) with the same B, h and d (and k, v the same T): "
             f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
-    if not (q.is_cuda or q.dtype in (torch.float32, torch.float16)):
-        raise TypeError(
-            f"on a CPU Triton's interpreter is faithful in float32 and float16 only (it computes "
-            f"bfloat16 wrongly), got {q.dtype}, q shape {tuple(q.shape)}; use .float() or "
-            ".half() here, or a GPU for bfloat16"
-        )
+    _check_triton_dtype_and_grad(q, k, v)
     if q.shape[-1] > 256:
         raise ValueError(
             f"the kernel keeps a (32, d) tile in registers: d <= 256, got q {tuple(q.shape)}"
         )
     kernel = _triton_kernel(interpret=not q.is_cuda)
     return kernel.forward(q, k, v, is_causal)
+
+
+def _check_triton_dtype_and_grad(q: Any, k: Any, v: Any) -> None:
+    """A dtype the kernel computes rightly where it runs; no tensor autograd would lose."""
+    import torch
+
+    if not (q.is_cuda or q.dtype in (torch.float32, torch.float16)):
+        why = ("Triton's interpreter computes bfloat16 wrongly (NumPy has none); use a GPU for "
+               "bfloat16" if q.dtype == torch.bfloat16 else "the kernel does not take it")  # fmt: skip
+        raise TypeError(
+            f"on a CPU the kernel runs in float32 or float16 only, got {q.dtype}, q shape "
+            f"{tuple(q.shape)}: {why}; convert with .float() or .half()"
+        )
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+        names = [n for n, x in (("q", q), ("k", k), ("v", v)) if x.requires_grad]
+        raise ValueError(
+            f"{', '.join(names)} require grad, but the Triton kernel has no backward pass: its "
+            f"output would carry no gradient, q shape {tuple(q.shape)}; call it inside "
+            "torch.no_grad() or pass .detach()"
+        )
 
 
 def _triton_kernel(interpret: bool) -> Any:
