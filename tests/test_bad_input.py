@@ -1382,6 +1382,35 @@ LESSON_09 = [
             ),
         ]
     ),  # fmt: skip
+    *(
+        case(f"tile_kind_takes_whole_positions_only-{name}", call, error, message)
+        for name, call, error, message in [
+            (
+                "float_queries",
+                lambda: tiling.tile_kind(0.5, 3.2, 0, 2),
+                TypeError,
+                "q_start must be an int, got float 0.5",
+            ),
+            (
+                "bool_keys",
+                lambda: tiling.tile_kind(0, 2, False, True),
+                TypeError,
+                "k_start must be an int, got bool False",
+            ),
+            (
+                "offset_text_without_a_causal_mask",
+                lambda: tiling.tile_grid(4, 4, 2, 2, False, "x"),
+                TypeError,
+                "offset must be an int, got str 'x'",
+            ),
+            (
+                "rank_colours_of_minus_one_rank",
+                lambda: parallel_layout.rank_colours(-1),
+                ValueError,
+                "world_size must be positive, got -1",
+            ),
+        ]
+    ),  # fmt: skip
     case(
         "tile_grid_names_an_offset_that_is_not_an_int",
         lambda: tiling.tile_grid(4, 4, 2, 2, True, offset="1"),

@@ -754,6 +754,72 @@ BAD = {
         ValueError,
         "request 0: prompt must be a non-empty list of token ids",
     ),
+    "a_prompt_of_bools": (
+        lambda: serve(small_model(), [Request(0, [True, False], 3)], 8, 2, 2),
+        ValueError,
+        r"request 0: prompt must be a non-empty list of token ids \(ints >= 0\), got \[True, False\]",
+    ),
+    "a_prompt_token_past_the_vocabulary": (
+        lambda: serve(small_model(), [Request(0, [1, lm.VOCAB], 3)], 8, 2, 2),
+        ValueError,
+        rf"request 0: prompt token {lm.VOCAB} is past the model's vocabulary of {lm.VOCAB}",
+    ),
+    "one_request_not_in_a_list": (
+        lambda: serve(small_model(), Request(0, [1], 3), 8, 2, 2),
+        TypeError,
+        "requests must be a list of Request, got Request",
+    ),
+    "feed_of_a_token_past_the_vocabulary": (
+        lambda: feed(small_model(), PagedKVCache(2, 4, 2, 2, 4, torch.float64), "a", [1, 999]),
+        ValueError,
+        r"tokens must be a non-empty list of token ids in 0..\d+, got \[1, 999\]",
+    ),
+    "a_cache_of_integers": (
+        lambda: PagedKVCache(1, 4, 2, 1, 2, dtype=torch.int64),
+        TypeError,
+        "dtype must be a floating torch.dtype",
+    ),
+    **{
+        f"reserved_tokens_of_{name}": (lambda args=args: reserved_tokens(*args), error, message)
+        for name, args, error, message in (
+            (
+                "a_negative_length",
+                ([-5, 3], 10, 4),
+                ValueError,
+                "lengths must be 0 or more, got -5",
+            ),
+            ("float_lengths", ([2.5, 3.0], 10, 4), TypeError, "lengths must hold integers"),
+        )
+    },
+    **{
+        f"request_mix_with_{name}": (lambda kw=kw: request_mix(4, 0, **kw), error, message)
+        for name, kw, error, message in (
+            (
+                "arrivals_every_nan_steps",
+                {"arrival_every": float("nan")},
+                ValueError,
+                "arrival_every must be a finite number, 0 or more, got nan",
+            ),
+            (
+                "arrivals_every_minus_one_step",
+                {"arrival_every": -1.0},
+                ValueError,
+                "arrival_every must be a finite number, 0 or more, got -1",
+            ),
+            (
+                "outputs_of_zero_tokens",
+                {"output_range": (0, 5)},
+                ValueError,
+                "output_range must be positive, got 0",
+            ),
+            (
+                "a_reversed_prompt_range",
+                {"prompt_range": (9, 3)},
+                ValueError,
+                r"prompt_range must have lo <= hi, got \(9, 3\)",
+            ),
+        )
+    },
     "two_requests_with_one_rid": (
         lambda: serve(small_model(), [Request(0, [1], 3), Request(0, [2], 3)], 8, 2, 2),
         ValueError,
