@@ -65,20 +65,35 @@ def flash_attention_numpy(
     refuses them. Notebook 09, section 2.
     """
     _check(q, k, v, block_q, block_k, is_causal)
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    q, k, v = (np.broadcast_to(x, (*batch, *x.shape[-2:])) for x in (q, k, v))  # views
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
-        out, lse = flash_forward(q, k, v, block_q, block_k, is_causal)
-    overflowed = ~np.isfinite(lse)  # every row sees key 0, so only an overflow gets here
-    if overflowed.any():
-        validation.raise_scores_overflow(f"{overflowed.sum()} of {lse.size} query rows", q, k)
-    return out
+    return _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal)[0]
 
 
 def flash_forward(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, block_q: int, block_k: int, is_causal: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The tiled forward pass: ``(output (..., T_q, d_v), lse (..., T_q))``. Unchecked."""
+    """The tiled forward pass: ``(output (..., T_q, d_v), lse (..., T_q))`` (notebook 09).
+
+    Checked as :func:`flash_attention_numpy` is: q, k, v finite NumPy arrays, positive block
+    sizes, ``is_causal`` True or False, and scores that overflow refused.
+    """
+    _check(q, k, v, block_q, block_k, is_causal)
+    return _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal)
+
+
+def _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal):
+    """:func:`_tiled_forward` on the broadcast batch, refusing scores past q's dtype."""
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q, k, v = (np.broadcast_to(x, (*batch, *x.shape[-2:])) for x in (q, k, v))  # views
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+        out, lse = _tiled_forward(q, k, v, block_q, block_k, is_causal)
+    overflowed = ~np.isfinite(lse)  # every row sees key 0, so only an overflow gets here
+    if overflowed.any():
+        validation.raise_scores_overflow(f"{overflowed.sum()} of {lse.size} query rows", q, k)
+    return out, lse
+
+
+def _tiled_forward(q, k, v, block_q, block_k, is_causal):
+    """The tiles and the online softmax, unchecked: ``(out, lse)``."""
     T_q, T_k = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1])
     out = np.zeros((*np.broadcast_shapes(q.shape[:-2], v.shape[:-2]), T_q, v.shape[-1]), q.dtype)
@@ -119,9 +134,12 @@ def weights_from_lse(
     ``rows`` picks query rows; only those rows' scores are formed, ``(..., len(rows), T_k)``.
     """
     index = _check_rebuild(q, k, lse, rows, is_causal)
-    s = q[..., index, :] @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+        s = q[..., index, :] @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    allowed = np.arange(k.shape[-2]) <= index[:, None] if is_causal else None
+    validation.require_finite_scores(s, allowed, q, k)
     if is_causal:
-        s = np.where(np.arange(k.shape[-2]) <= index[:, None], s, -np.inf)
+        s = np.where(allowed, s, -np.inf)
     finite = np.isfinite(lse[..., index])[..., None]
     return np.where(finite, np.exp(s - np.where(finite, lse[..., index, None], 0.0)), 0.0)
 
@@ -132,6 +150,8 @@ def _check_rebuild(q, k, lse, rows, is_causal) -> np.ndarray:
     validation.check_attention(q, k, k, None, np.ndarray, "NumPy array")
     validation.require_bool("is_causal", is_causal)
     validation.require_array("lse", lse, np.ndarray, "NumPy array")
+    validation.require_floating("lse", lse)
+    validation.require_same_dtype(q=q, lse=lse)
     want = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2])
     if lse.shape != want:
         raise ValueError(
@@ -176,9 +196,12 @@ def flash_backward_numpy(
         for j0 in range(0, k.shape[-2], block):
             if is_causal and j0 > rows[-1]:
                 break
-            s = q[..., rows, :] @ np.swapaxes(k[..., j0 : j0 + block, :], -1, -2) * scale
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+                s = q[..., rows, :] @ np.swapaxes(k[..., j0 : j0 + block, :], -1, -2) * scale
+            allowed = np.arange(j0, j0 + s.shape[-1]) <= rows[:, None] if is_causal else None
+            validation.require_finite_scores(s, allowed, q, k)
             if is_causal:
-                s = np.where(np.arange(j0, j0 + s.shape[-1]) <= rows[:, None], s, -np.inf)
+                s = np.where(allowed, s, -np.inf)
             p = np.where(
                 np.isfinite(lse_rows), np.exp(s - np.where(np.isfinite(lse_rows), lse_rows, 0)), 0
             )
@@ -228,28 +251,49 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
     (a few float32 epsilons from SDPA) and in float16 (the same error as SDPA's float16 against
     float64); it computes bfloat16 wrongly, since NumPy has no bfloat16, so bfloat16 needs a GPU.
     Notebook 09, section 4; the kernel is in :mod:`helpers.flash_triton`.
+
+    The kernel has no backward pass: while autograd records, q, k or v that require grad are
+    refused (the output would silently carry no gradient; use :func:`flash_attention_numpy`'s
+    backward of Going further B, or SDPA, to train). Inside ``torch.no_grad()`` they are welcome.
+    NaN, infinity and scores that overflow are not looked for: such a row comes out NaN, the
+    policy :mod:`helpers.attention_core` explains for every torch path.
     """
     import torch
 
     validation.check_attention(q, k, v, None, torch.Tensor, "torch.Tensor")
     validation.require_bool("is_causal", is_causal)
-    if q.ndim != 4 or k.shape[:2] != q.shape[:2] or v.shape != k.shape:
+    if not q.ndim == k.ndim == v.ndim == 4 or k.shape[:2] != q.shape[:2] or v.shape != k.shape:
         raise ValueError(
             "q, k, v must be (B, h, T, d) with the same B, h and d (and k, v the same T): "
             f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         )
-    if not (q.is_cuda or q.dtype in (torch.float32, torch.float16)):
-        raise TypeError(
-            f"on a CPU Triton's interpreter is faithful in float32 and float16 only (it computes "
-            f"bfloat16 wrongly), got {q.dtype}, q shape {tuple(q.shape)}; use .float() or "
-            ".half() here, or a GPU for bfloat16"
-        )
+    _check_triton_dtype_and_grad(q, k, v)
     if q.shape[-1] > 256:
         raise ValueError(
             f"the kernel keeps a (32, d) tile in registers: d <= 256, got q {tuple(q.shape)}"
         )
     kernel = _triton_kernel(interpret=not q.is_cuda)
     return kernel.forward(q, k, v, is_causal)
+
+
+def _check_triton_dtype_and_grad(q: Any, k: Any, v: Any) -> None:
+    """A dtype the kernel computes rightly where it runs; no tensor autograd would lose."""
+    import torch
+
+    if not (q.is_cuda or q.dtype in (torch.float32, torch.float16)):
+        why = ("Triton's interpreter computes bfloat16 wrongly (NumPy has none); use a GPU for "
+               "bfloat16" if q.dtype == torch.bfloat16 else "the kernel does not take it")  # fmt: skip
+        raise TypeError(
+            f"on a CPU the kernel runs in float32 or float16 only, got {q.dtype}, q shape "
+            f"{tuple(q.shape)}: {why}; convert with .float() or .half()"
+        )
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+        names = [n for n, x in (("q", q), ("k", k), ("v", v)) if x.requires_grad]
+        raise ValueError(
+            f"{', '.join(names)} require grad, but the Triton kernel has no backward pass: its "
+            f"output would carry no gradient, q shape {tuple(q.shape)}; call it inside "
+            "torch.no_grad() or pass .detach()"
+        )
 
 
 def _triton_kernel(interpret: bool) -> Any:

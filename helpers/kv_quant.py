@@ -10,13 +10,21 @@ every slice along the other axes:
   is large in every token (an outlier channel) gets a scale of its own instead of stretching
   every token's.
 
-The rounding error of one number is at most half a step, ``scale / 2``.
+The rounding error of one number is at most half a step, ``scale / 2``: the scale and the codes
+are computed in float32 (float64 for float64 input) whatever ``x``'s dtype, and the scale is
+rounded up to ``x``'s dtype, so no code passes 127 and a tiny scale never rounds to 0. The bound
+holds exactly for ``values * scale`` taken in float32; :meth:`Int8Tensor.dequantize` returns
+``x``'s dtype, and in bfloat16 or float16 that last rounding of the product can add up to another
+half step (one step in all).
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -33,8 +41,10 @@ class Int8Tensor:
     scale: Tensor
 
     def dequantize(self) -> Tensor:
-        """``values * scale``, in the scale's dtype: the numbers attention reads."""
-        return self.values.to(self.scale.dtype) * self.scale
+        """``values * scale``, taken in float32 (or float64) and returned in the scale's dtype:
+        the numbers attention reads."""
+        wide = torch.promote_types(self.scale.dtype, torch.float32)
+        return (self.values.to(wide) * self.scale.to(wide)).to(self.scale.dtype)
 
     @property
     def nbytes(self) -> int:
@@ -44,15 +54,40 @@ class Int8Tensor:
 
 def quantize_int8(x: Tensor, dim: int) -> Int8Tensor:
     """Round x to int8 with one scale per slice along ``dim`` (``-1``: per token of a
-    ``(..., T, d_k)`` cache, ``-2``: per channel). An all-zero slice gets scale 1."""
+    ``(..., T, d_k)`` cache, ``-2``: per channel). An all-zero slice gets scale 1.
+
+    ``x`` must be finite: a NaN or an infinity has no int8 code, and its slice's scale would be
+    NaN or infinity. The scale keeps ``x``'s dtype.
+    """
+    dim = _check_quantize(x, dim)
+    biggest = x.abs().amax(dim=dim, keepdim=True)  # NaN and inf reach the maximum: no extra pass
+    if not bool(torch.isfinite(biggest).all()):
+        raise ValueError(
+            f"x must be finite, got NaN or infinity in {int((~torch.isfinite(biggest)).sum())} "
+            f"of {biggest.numel()} slices along dim={dim}, shape {tuple(x.shape)}: int8 codes "
+            "hold numbers only"
+        )
+    wide = torch.promote_types(x.dtype, torch.float32)
+    exact = biggest.to(wide) / LEVELS
+    scale = exact.to(x.dtype)
+    up = torch.nextafter(scale, torch.full_like(scale, float("inf")))
+    scale = torch.where(scale.to(wide) < exact, up, scale)  # rounded up: |x| / scale <= 127
+    scale = torch.where(biggest > 0, scale, torch.ones_like(scale))
+    values = torch.round(x.to(wide) / scale.to(wide)).clamp(-LEVELS, LEVELS).to(torch.int8)
+    return Int8Tensor(values, scale)
+
+
+def _check_quantize(x: Any, dim: Any) -> int:
+    """x a non-empty floating tensor, dim one of its axes (an int, a NumPy integer too)."""
     validation.require_array("x", x, Tensor, "torch.Tensor")
     validation.require_floating("x", x)
-    if isinstance(dim, bool) or not isinstance(dim, int) or not -x.ndim <= dim < x.ndim:
+    if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
+    if not -x.ndim <= dim < x.ndim:
         raise ValueError(f"dim must be an axis of x, shape {tuple(x.shape)}, got {dim!r}")
-    biggest = x.abs().amax(dim=dim, keepdim=True)
-    scale = torch.where(biggest > 0, biggest / LEVELS, torch.ones_like(biggest))
-    values = torch.round(x / scale).clamp(-LEVELS, LEVELS).to(torch.int8)
-    return Int8Tensor(values, scale)
+    if x.numel() == 0:
+        raise ValueError(f"x must hold at least one number, got shape {tuple(x.shape)}")
+    return int(dim)
 
 
 def int8_kv_bytes_per_token(num_kv_heads: int, d_k: int, scale_bytes: int = 2) -> int:

@@ -148,7 +148,9 @@ def ring_attention_forward(
 
     Each rank keeps its queries; K/V blocks go round the ring in ``world_size`` steps. T need
     not divide evenly: blocks differ by at most one token. Causal aligns top-left, like SDPA.
-    The output is detached: the processes run the forward pass only.
+    The output is detached: the processes run the forward pass only. NaN, infinity and scores
+    that overflow are not looked for (such a row comes out NaN), the policy
+    :mod:`helpers.attention_core` explains for every torch path.
     """
     validation.check_attention(q, k, v, None, Tensor, "torch.Tensor")
     validation.require_bool("is_causal", is_causal)

@@ -1321,6 +1321,94 @@ LESSON_09 = [
             ),
             ("a_single_row_as_an_int", {"rows": 3}, ValueError, "rows must pick query rows"),
             ("is_causal_no", {"is_causal": "no"}, TypeError, "is_causal must be True or False"),
+            (
+                "integer_lse",
+                {"lse": LSE_B2.astype(np.int64)},
+                TypeError,
+                "lse must be a floating-point array, got dtype int64, shape (2, 5)",
+            ),
+            (
+                "lse_of_another_float_dtype",
+                {"lse": LSE_B2.astype(np.float32)},
+                TypeError,
+                "q, lse must share one dtype, got q: float64 (2, 5, 4), lse: float32 (2, 5)",
+            ),
+            (
+                "scores_that_overflow",
+                {"q": BIG, "k": BIG, "lse": np.zeros((1, 2)), "rows": slice(None)},
+                ValueError,
+                "q k^T / sqrt(d_k) overflows float64 in 4 of 4 scores",
+            ),
+        ]
+    ),  # fmt: skip
+    case(
+        "flash_backward_refuses_scores_that_overflow_not_nan_gradients",
+        lambda: flash.flash_backward_numpy(BIG, BIG, BIG, BIG * 0, np.zeros((1, 2)), BIG * 0),
+        ValueError,
+        "q k^T / sqrt(d_k) overflows float64 in 4 of 4 scores",
+    ),
+    *(
+        case(f"flash_forward_checks_its_arguments-{name}", call, error, message)
+        for name, call, error, message in [
+            (
+                "is_causal_no",
+                lambda: flash.flash_forward(Q9, Q9, Q9, 2, 2, "no"),
+                TypeError,
+                "is_causal must be True or False, got str 'no'",
+            ),
+            (
+                "is_causal_1",
+                lambda: flash.flash_forward(Q9, Q9, Q9, 2, 2, 1),
+                TypeError,
+                "is_causal must be True or False, got int 1",
+            ),
+            (
+                "block_q_0",
+                lambda: flash.flash_forward(Q9, Q9, Q9, 0, 2, False),
+                ValueError,
+                "block_q must be positive, got 0",
+            ),
+            (
+                "scores_that_overflow",
+                lambda: flash.flash_forward(BIG, BIG, BIG, 2, 2, False),
+                ValueError,
+                "q k^T / sqrt(d_k) overflows float64 in 2 of 2 query rows",
+            ),
+            (
+                "nan_q",
+                lambda: flash.flash_forward(Q9 * np.nan, Q9, Q9, 2, 2, False),
+                ValueError,
+                "q contains NaN or infinity",
+            ),
+        ]
+    ),  # fmt: skip
+    *(
+        case(f"tile_kind_takes_whole_positions_only-{name}", call, error, message)
+        for name, call, error, message in [
+            (
+                "float_queries",
+                lambda: tiling.tile_kind(0.5, 3.2, 0, 2),
+                TypeError,
+                "q_start must be an int, got float 0.5",
+            ),
+            (
+                "bool_keys",
+                lambda: tiling.tile_kind(0, 2, False, True),
+                TypeError,
+                "k_start must be an int, got bool False",
+            ),
+            (
+                "offset_text_without_a_causal_mask",
+                lambda: tiling.tile_grid(4, 4, 2, 2, False, "x"),
+                TypeError,
+                "offset must be an int, got str 'x'",
+            ),
+            (
+                "rank_colours_of_minus_one_rank",
+                lambda: parallel_layout.rank_colours(-1),
+                ValueError,
+                "world_size must be positive, got -1",
+            ),
         ]
     ),  # fmt: skip
     case(

@@ -174,8 +174,26 @@ BAD = {
     "bfloat16_under_the_interpreter": (
         lambda: flash.flash_attention_triton(*(torch.ones(1, 1, 4, 16, dtype=torch.bfloat16),) * 3),
         TypeError,
-        r"float32 and float16 only \(it computes bfloat16 wrongly\), got torch.bfloat16, q shape "
-        r"\(1, 1, 4, 16\)",
+        r"float32 or float16 only, got torch.bfloat16, q shape \(1, 1, 4, 16\): Triton's "
+        r"interpreter computes bfloat16 wrongly",
+    ),
+    "float64_under_the_interpreter_is_not_blamed_on_bfloat16": (
+        lambda: flash.flash_attention_triton(*(torch.ones(1, 1, 4, 16, dtype=torch.float64),) * 3),
+        TypeError,
+        r"float32 or float16 only, got torch.float64, q shape \(1, 1, 4, 16\): the kernel does "
+        r"not take it",
+    ),
+    "a_three_dimensional_k_to_the_kernel": (
+        lambda: flash.flash_attention_triton(torch.ones(1, 4, 2, 16), *(torch.ones(1, 4, 16),) * 2),
+        ValueError,
+        r"q, k, v must be \(B, h, T, d\).*k \(1, 4, 16\)",
+    ),
+    "a_q_that_requires_grad_for_a_kernel_without_backward": (
+        lambda: flash.flash_attention_triton(
+            torch.ones(1, 1, 4, 16, requires_grad=True), *(torch.ones(1, 1, 4, 16),) * 2
+        ),
+        ValueError,
+        r"q require grad, but the Triton kernel has no backward pass.*torch.no_grad\(\)",
     ),
     "three_dimensional_inputs_to_the_kernel": (
         lambda: flash.flash_attention_triton(*(torch.ones(1, 4, 16),) * 3),
@@ -183,6 +201,13 @@ BAD = {
         r"q, k, v must be \(B, h, T, d\).*q \(1, 4, 16\)",
     ),
 }
+
+
+def test_the_triton_kernel_takes_tensors_that_require_grad_inside_no_grad():
+    q = torch.randn(1, 1, 4, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    with torch.no_grad():
+        out = flash.flash_attention_triton(q, q, q)
+    torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, q, q))
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -16,6 +16,8 @@ import sys
 
 import ipywidgets as widgets
 import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 from notebook_tools import verdict
@@ -343,6 +345,31 @@ def test_explorer_names_the_bad_argument(trained_and_sequences, args, message):
     model, tokens, shifts = trained_and_sequences
     with pytest.raises(ValueError, match=re.escape(message)):
         heads_trained.render_trained_heads(model, tokens, shifts, *args)
+
+
+@pytest.mark.parametrize("change", ["shifts_of_another_batch", "shifts_plus_one"])
+def test_explorer_refuses_shifts_that_are_not_the_tokens_rotation(trained_and_sequences, change):
+    model, tokens, shifts = trained_and_sequences
+    other = (shifts.roll(1) if change == "shifts_of_another_batch" else shifts + 1) % (
+        tokens.shape[1] // 2
+    )
+    if torch.equal(other, shifts):
+        other = (shifts + 1) % (tokens.shape[1] // 2)
+    with pytest.raises(
+        ValueError, match=r"tokens and shifts must come from one repeated_sequences"
+    ):
+        heads_trained.render_trained_heads(model, tokens, other, 0, 0, 0, "nothing")
+    plt.close("all")
+
+
+def test_explorer_takes_numpy_integers_and_refuses_bools_as_a_type_error(trained_and_sequences):
+    model, tokens, shifts = trained_and_sequences
+    heads_trained.render_trained_heads(
+        model, tokens, shifts, np.int64(1), np.int64(0), 0, "nothing"
+    )
+    with pytest.raises(TypeError, match="layer must be an int, got bool True"):
+        heads_trained.render_trained_heads(model, tokens, shifts, True, 0, 0, "nothing")
+    plt.close("all")
 
 
 def test_explorer_rejects_tokens_and_shifts_that_do_not_match(trained_and_sequences):

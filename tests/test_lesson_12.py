@@ -117,6 +117,15 @@ def test_paged_attention_equals_attention_over_the_contiguous_cache(problem, dty
     torch.testing.assert_close(out.double(), want, rtol=0, atol=TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.uint8, torch.int32])
+def test_paged_attention_reads_block_tables_of_any_integer_dtype_alike(dtype):
+    q, k_cache, v_cache = (torch.randn(s, generator=torch.Generator().manual_seed(i))
+                           for i, s in enumerate([(2, 4, 8), (4, 2, 3, 8), (4, 2, 3, 8)]))  # fmt: skip
+    tables, lens = torch.tensor([[3, 1], [2, 0]]), torch.tensor([6, 2])
+    want = paged_attention(q, k_cache, v_cache, tables, lens)
+    assert torch.equal(paged_attention(q, k_cache, v_cache, tables.to(dtype), lens.to(dtype)), want)
+
+
 def test_paged_attention_takes_numpy_arrays_and_gives_one_back():
     rng = np.random.default_rng(0)
     k_cache, v_cache = rng.standard_normal((2, 4, 2, 3, 5))
@@ -456,6 +465,15 @@ def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
     return float(((counts - expected) ** 2 / expected).sum())
 
 
+@pytest.mark.parametrize("temperature", [1e-310, 1e-300, 1e-12])
+def test_a_tiny_temperature_samples_as_greedy_does_not_a_raw_error(temperature):
+    prompt = torch.tensor([[1]])
+    greedy = speculative_decode(table_target, table_draft, prompt, 6, 2)
+    sampled = speculative_decode(table_target, table_draft, prompt, 6, 2, temperature,
+                                 torch.Generator().manual_seed(0))  # fmt: skip
+    assert torch.equal(sampled, greedy)
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.6])
 def test_speculative_sampling_draws_pairs_as_the_target_does(temperature):
     """4000 seeded runs; chi-square over the 16 pairs (15 degrees of freedom) below 37.7, its
@@ -594,8 +612,43 @@ BAD = {
     "float_block_tables": (
         lambda: paged_attention(Q, POOL, POOL, TABLES.float(), LENS),
         TypeError,
-        r"block_tables must hold integers \(B, max_blocks\), got torch.float32 \(2, 2\)",
+        r"block_tables must hold integers \(B, max_blocks\), got dtype torch.float32, shape \(2, 2\)",
     ),
+    "a_cache_with_no_kv_head": (
+        lambda: paged_attention(Q, POOL[:, :0], POOL[:, :0], TABLES, LENS),
+        ValueError,
+        r"k_cache has an axis of size 0, shape \(4, 0, 3, 8\)",
+    ),
+    "block_tables_on_another_device": (
+        lambda: paged_attention(Q, POOL, POOL, TABLES.to("meta"), LENS),
+        ValueError,
+        r"must be on one device.*block_tables on meta \(2, 2\)",
+    ),
+    "a_numpy_q_holding_nan": (
+        lambda: paged_attention(
+            np.full((2, 4, 8), np.nan), POOL.numpy(), POOL.numpy(), TABLES.numpy(), LENS.numpy()
+        ),
+        ValueError,
+        r"q contains NaN or infinity at 64 of 64 entries",
+    ),  # fmt: skip
+    "numpy_paged_scores_that_overflow": (
+        lambda: paged_attention(
+            np.full((2, 4, 8), 1e200),
+            np.full((4, 2, 3, 8), 1e200),
+            np.zeros((4, 2, 3, 8)),
+            TABLES.numpy(),
+            LENS.numpy(),
+        ),
+        ValueError,
+        r"paged_attention gives NaN or infinity for 8 of 8 \(sequence, head\) pairs",
+    ),  # fmt: skip
+    "numpy_split_kv_scores_that_overflow": (
+        lambda: split_kv_attention(
+            np.full((1, 2, 8), 1e200), np.full((1, 5, 8), 1e200), np.ones((1, 5, 8)), 2
+        ),
+        ValueError,
+        r"q k\^T / sqrt\(d_k\) overflows float64 in 2 of 2 query rows",
+    ),  # fmt: skip
     "tables_for_another_batch": (
         lambda: paged_attention(Q, POOL, POOL, TABLES[:1], LENS),
         ValueError,
@@ -631,6 +684,35 @@ BAD = {
         ValueError,
         r"draft and target must share one vocabulary: draft logits \(1, T, 4\), target logits \(1, 3, 5\)",
     ),  # fmt: skip
+    **{
+        f"{name}_logits_holding_{what}_at_temperature_{t}": (
+            lambda name=name, bad=bad, t=t: speculative_decode(
+                (lambda x: TABLE[x] * bad) if name == "target" else table_target,
+                (lambda x: TABLE[x] * bad) if name == "draft" else table_draft,
+                torch.tensor([[1]]),
+                3,
+                2,
+                t,
+                torch.Generator().manual_seed(0),
+            ),
+            ValueError,
+            rf"{name} returned logits \(1, \d, 4\) holding NaN or \+inf",
+        )
+        for name in ("target", "draft")
+        for what, bad in (("nan", float("nan")), ("inf", float("inf")))
+        for t in (0.0, 1.0)
+    },
+    "a_draft_proposing_past_the_targets_vocabulary": (
+        lambda: speculative_decode(
+            table_target,
+            lambda t: torch.zeros(1, t.shape[1], 6).index_fill(-1, torch.tensor([5]), 1.0),
+            torch.tensor([[1]]),
+            4,
+            2,
+        ),
+        ValueError,
+        r"target failed on the draft's proposals \[5, 5\].*share one vocabulary, the draft's has V = 6",
+    ),
     "a_negative_temperature": (
         lambda: speculative_decode(
             table_target, table_draft, torch.tensor([[1]]), 3, temperature=-0.5
@@ -672,6 +754,72 @@ BAD = {
         ValueError,
         "request 0: prompt must be a non-empty list of token ids",
     ),
+    "a_prompt_of_bools": (
+        lambda: serve(small_model(), [Request(0, [True, False], 3)], 8, 2, 2),
+        ValueError,
+        r"request 0: prompt must be a non-empty list of token ids \(ints >= 0\), got \[True, False\]",
+    ),
+    "a_prompt_token_past_the_vocabulary": (
+        lambda: serve(small_model(), [Request(0, [1, lm.VOCAB], 3)], 8, 2, 2),
+        ValueError,
+        rf"request 0: prompt token {lm.VOCAB} is past the model's vocabulary of {lm.VOCAB}",
+    ),
+    "one_request_not_in_a_list": (
+        lambda: serve(small_model(), Request(0, [1], 3), 8, 2, 2),
+        TypeError,
+        "requests must be a list of Request, got Request",
+    ),
+    "feed_of_a_token_past_the_vocabulary": (
+        lambda: feed(small_model(), PagedKVCache(2, 4, 2, 2, 4, torch.float64), "a", [1, 999]),
+        ValueError,
+        r"tokens must be a non-empty list of token ids in 0..\d+, got \[1, 999\]",
+    ),
+    "a_cache_of_integers": (
+        lambda: PagedKVCache(1, 4, 2, 1, 2, dtype=torch.int64),
+        TypeError,
+        "dtype must be a floating torch.dtype",
+    ),
+    **{
+        f"reserved_tokens_of_{name}": (lambda args=args: reserved_tokens(*args), error, message)
+        for name, args, error, message in (
+            (
+                "a_negative_length",
+                ([-5, 3], 10, 4),
+                ValueError,
+                "lengths must be 0 or more, got -5",
+            ),
+            ("float_lengths", ([2.5, 3.0], 10, 4), TypeError, "lengths must hold integers"),
+        )
+    },
+    **{
+        f"request_mix_with_{name}": (lambda kw=kw: request_mix(4, 0, **kw), error, message)
+        for name, kw, error, message in (
+            (
+                "arrivals_every_nan_steps",
+                {"arrival_every": float("nan")},
+                ValueError,
+                "arrival_every must be a finite number, 0 or more, got nan",
+            ),
+            (
+                "arrivals_every_minus_one_step",
+                {"arrival_every": -1.0},
+                ValueError,
+                "arrival_every must be a finite number, 0 or more, got -1",
+            ),
+            (
+                "outputs_of_zero_tokens",
+                {"output_range": (0, 5)},
+                ValueError,
+                "output_range must be positive, got 0",
+            ),
+            (
+                "a_reversed_prompt_range",
+                {"prompt_range": (9, 3)},
+                ValueError,
+                r"prompt_range must have lo <= hi, got \(9, 3\)",
+            ),
+        )
+    },
     "two_requests_with_one_rid": (
         lambda: serve(small_model(), [Request(0, [1], 3), Request(0, [2], 3)], 8, 2, 2),
         ValueError,

@@ -356,6 +356,18 @@ def test_int8_rounding_is_within_half_a_step_and_keeps_the_largest_exactly(dim):
     torch.testing.assert_close(q.dequantize().abs().amax(dim=dim, keepdim=True), biggest)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("size", [5.0, 1e-3, 1e-7])
+def test_int8_codes_are_within_half_a_step_in_every_float_dtype_even_for_tiny_numbers(dtype, size):
+    x = (tokens(torch.float32, T=16, D=32) * size).to(dtype)
+    q = quantize_int8(x, -1)
+    exact = q.values.double() * q.scale.double()  # the product without any rounding
+    assert (q.scale > 0).all() and q.values.abs().max() <= 127
+    assert ((exact - x.double()).abs() <= q.scale.double() / 2).all()
+    step = 1 if dtype in (torch.bfloat16, torch.float16) else 0.5 + 1e-6  # see kv_quant's docstring
+    assert ((q.dequantize().double() - x.double()).abs() <= step * q.scale.double()).all()
+
+
 def test_int8_of_an_all_zero_slice_is_zero_not_nan():
     x = torch.zeros(2, 3, 4)
     x[0, 1] = 1.0
@@ -419,6 +431,22 @@ BAD = {
                          "x must be a floating-point array, got dtype torch.int64"),
     "int8_along_a_missing_axis": (lambda: quantize_int8(torch.ones(2, 3), 2), ValueError,
                                   r"dim must be an axis of x, shape \(2, 3\), got 2"),
+    **{f"int8_of_a_tensor_holding_{name}": (
+        lambda bad=bad: quantize_int8(torch.tensor([[1.0, bad], [1.0, 2.0]]), -1), ValueError,
+        r"x must be finite, got NaN or infinity in 1 of 2 slices along dim=-1, shape \(2, 2\)")
+       for name, bad in (("nan", float("nan")), ("inf", float("inf")), ("-inf", -float("inf")))},
+    "int8_of_an_empty_tensor": (lambda: quantize_int8(torch.ones(0, 3), -1), ValueError,
+                                r"x must hold at least one number, got shape \(0, 3\)"),
+    "int8_along_a_bool_axis": (lambda: quantize_int8(torch.ones(2, 3), True), TypeError,
+                               "dim must be an int, got bool True"),
+    **{f"latent_cache_bytes_of_{name}": (lambda args=args: latent_cache_bytes(*args), error, message)
+       for name, args, error, message in (
+           ("a_negative_layer_count", (-1, 1, 1, 1, 1, 2), ValueError, "layers must be positive, got -1"),
+           ("zero_tokens", (1, 1, 0, 1, 1, 2), ValueError, "seq_len must be positive, got 0"),
+           ("a_float_latent", (1, 1, 1, 1.5, 1, 2), TypeError, "kv_latent_dim must be an int, got float"),
+           ("a_text_rope_width", (1, 1, 1, 4, "2", 2), TypeError, "rope_dim must be an int, got str"),
+           ("a_bool_batch", (1, True, 1, 4, 2, 2), TypeError, "batch must be an int, got bool"),
+       )},
     "a_bit_width_not_offered": (lambda: lc.cache_bytes_per_token([4], 2), ValueError,
                                 r"bits must be one of \(16, 8, 4\), got 2"),
     "an_unknown_variant": (lambda: lc.flops_per_cached_token(lc.DEEPSEEK_V2, "mha"), ValueError,

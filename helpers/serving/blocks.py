@@ -135,6 +135,10 @@ class PagedKVCache:
         self.allocator = BlockAllocator(num_blocks, block_size)
         shape = (layers, num_blocks, validation.require_positive_int("num_kv_heads", num_kv_heads),
                  block_size, validation.require_positive_int("d_k", d_k))  # fmt: skip
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(
+                f"dtype must be a floating torch.dtype (keys and values), got {dtype!r}"
+            )
         self.keys = torch.zeros(shape, dtype=dtype)
         self.values = torch.zeros(shape, dtype=dtype)
 

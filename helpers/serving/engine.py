@@ -11,9 +11,12 @@ gives its next token (greedy).
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
@@ -56,6 +59,7 @@ def feed(model: TinyLM, cache: PagedKVCache, seq: object, tokens: list[int]) -> 
     A new sequence gets blocks for them; a known one appends slots (copying a shared last block
     first). What the engine does for one request, by hand (notebook 12, sections 3 and 4).
     """
+    _check_tokens(tokens, model.unembed.weight.shape[0])  # before any block is taken
     allocator = cache.allocator
     if seq in allocator.tables:
         start = allocator.lengths[seq]
@@ -69,6 +73,24 @@ def feed(model: TinyLM, cache: PagedKVCache, seq: object, tokens: list[int]) -> 
     with torch.no_grad():
         return packed_forward(
             model, torch.tensor(tokens), positions, torch.tensor(slots), table, cache
+        )
+
+
+def _check_tokens(tokens: Any, vocab: int) -> None:
+    """A non-empty list of token ids in 0..vocab-1 (NumPy integers too; not bools)."""
+    ok = (
+        isinstance(tokens, list)
+        and tokens
+        and all(
+            isinstance(t, numbers.Integral)
+            and not isinstance(t, (bool, np.bool_))
+            and 0 <= t < vocab
+            for t in tokens
+        )
+    )
+    if not ok:
+        raise ValueError(
+            f"tokens must be a non-empty list of token ids in 0..{vocab - 1}, got {tokens!r}"
         )
 
 
@@ -185,6 +207,8 @@ def serve(
     A request joins the queue at the step of its ``arrival``; steps with nothing to run are
     skipped. The pool holds ``num_blocks`` blocks of ``block_size`` tokens in the model's dtype.
     """
+    if not isinstance(requests, (list, tuple)):
+        raise TypeError(f"requests must be a list of Request, got {type(requests).__name__}")
     first = model.layers[0]
     cache = PagedKVCache(len(model.layers), num_blocks, block_size, first.num_kv_heads,
                          first.d_k, model.unembed.weight.dtype)  # fmt: skip
@@ -194,6 +218,11 @@ def serve(
         raise ValueError(f"requests need distinct rids, got {[r.rid for r in fresh]}")
     for request in fresh:
         engine.scheduler.check(request)  # all of them before the run: none fails half-way
+        if max(request.prompt) >= model.unembed.weight.shape[0]:
+            raise ValueError(
+                f"request {request.rid}: prompt token {max(request.prompt)} is past the model's "
+                f"vocabulary of {model.unembed.weight.shape[0]}"
+            )
     pending = sorted(fresh, key=lambda r: r.arrival)
     history, done = [], 0
     bar = tqdm(total=len(fresh), desc=f"{policy} batching", disable=not progress)

@@ -31,9 +31,14 @@ def paged_attention(
     block are ignored); ``seq_lens`` integer ``(B,)``, ``1 <= seq_lens[b] <= max_blocks *
     block_size``. Sequence b's query attends to its first ``seq_lens[b]`` cached tokens. Torch
     tensors or NumPy arrays (the output is of q's kind and dtype; float16 and bfloat16 are
-    computed in float32).
+    computed in float32). A NumPy q must be finite, and a NumPy output with NaN or infinity is
+    refused (a score that overflows, or a slot in use holding NaN); torch tensors are not looked
+    at for that (such a row comes out NaN), the policy :mod:`helpers.attention_core` explains.
     """
     numpy_in = isinstance(q, np.ndarray)
+    if numpy_in:
+        validation.require_floating("q", q)
+        validation.require_finite("q", q)
     q, k_cache, v_cache, block_tables, seq_lens = (
         _tensor(name, x)
         for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
@@ -42,9 +47,23 @@ def paged_attention(
     check_paged(q, k_cache, v_cache, block_tables, seq_lens)
     work = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype  # as kernels do
     out = paged_attention_unchecked(
-        q.to(work), k_cache.to(work), v_cache.to(work), block_tables, seq_lens
+        q.to(work), k_cache.to(work), v_cache.to(work), block_tables.long(), seq_lens.long()
     ).to(q.dtype)
+    if numpy_in:
+        _refuse_non_finite(out.numpy(), q, k_cache)
     return out.numpy() if numpy_in else out
+
+
+def _refuse_non_finite(out: np.ndarray, q: Tensor, k_cache: Tensor) -> None:
+    """A NumPy output ``(B, h, d)`` from finite q holds NaN only from the cache or an overflow."""
+    bad = ~np.isfinite(out).all(axis=-1)
+    if bad.any():
+        raise ValueError(
+            f"paged_attention gives NaN or infinity for {int(bad.sum())} of {bad.size} (sequence, "
+            f"head) pairs: a slot in use holds NaN or infinity, or q k^T / sqrt(d) overflows "
+            f"{q.dtype} (largest |q| {float(q.abs().max()):.3g}); q {tuple(q.shape)}, k_cache "
+            f"{tuple(k_cache.shape)}"
+        )
 
 
 def gather_blocks(cache: Tensor, block_tables: Tensor, seq_lens: Tensor) -> Tensor:
@@ -115,8 +134,15 @@ def check_paged(q, k_cache, v_cache, block_tables, seq_lens) -> None:
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         validation.require_ndim(name, cache, (4,), "(num_blocks, h_kv, block_size, d)")
     validation.require_same_dtype(q=q, k_cache=k_cache, v_cache=v_cache)
+    for name, x in (("block_tables", block_tables), ("seq_lens", seq_lens)):
+        validation.require_integer_tensor(name, x, "(B, max_blocks)" if name[0] == "b" else "(B,)")
+    validation.require_same_device(q=q, k_cache=k_cache, v_cache=v_cache,
+                                   block_tables=block_tables, seq_lens=seq_lens)  # fmt: skip
     B, h, d = q.shape
     num_blocks, h_kv, size, d_cache = k_cache.shape
+    for name, x in (("q", q), ("k_cache", k_cache)):
+        if 0 in x.shape:
+            raise ValueError(f"{name} has an axis of size 0, shape {tuple(x.shape)}")
     if tuple(v_cache.shape) != tuple(k_cache.shape) or d_cache != d:
         raise ValueError(
             f"k_cache and v_cache must both be (num_blocks, h_kv, block_size, d) with q's d = {d}: "
@@ -128,16 +154,9 @@ def check_paged(q, k_cache, v_cache, block_tables, seq_lens) -> None:
             f"k_cache {tuple(k_cache.shape)}"
         )
     _check_tables(block_tables, seq_lens, B, num_blocks, size)
-    devices = {str(t.device) for t in (q, k_cache, v_cache, block_tables, seq_lens)}
-    if len(devices) > 1:
-        raise ValueError(f"q, the caches, block_tables and seq_lens must share a device: {devices}")
 
 
 def _check_tables(block_tables, seq_lens, B: int, num_blocks: int, size: int) -> None:
-    for name, x, layout in (("block_tables", block_tables, "(B, max_blocks)"),
-                            ("seq_lens", seq_lens, "(B,)")):  # fmt: skip
-        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
-            raise TypeError(f"{name} must hold integers {layout}, got {x.dtype} {tuple(x.shape)}")
     if block_tables.ndim != 2 or seq_lens.shape != (B,) or block_tables.shape[0] != B:
         raise ValueError(
             f"block_tables must be (B, max_blocks) and seq_lens (B,) with q's B = {B}: "

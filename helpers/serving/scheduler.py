@@ -15,8 +15,11 @@ A request that could never fit in the pool, even alone, is refused when it is ad
 
 from __future__ import annotations
 
+import numbers
 from collections import deque
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from helpers import validation
 from helpers.serving.blocks import PagedKVCache
@@ -141,7 +144,11 @@ class Scheduler:
 
 def _check_request(request: Request) -> None:
     validation.require_array("request", request, Request, "helpers.serving.Request")
-    if not request.prompt or not all(isinstance(t, int) and t >= 0 for t in request.prompt):
+    ids = isinstance(request.prompt, list) and all(
+        isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_)) and t >= 0
+        for t in request.prompt
+    )  # NumPy integers are token ids too; True is not
+    if not request.prompt or not ids:
         raise ValueError(
             f"request {request.rid}: prompt must be a non-empty list of token ids (ints >= 0), "
             f"got {request.prompt!r}"

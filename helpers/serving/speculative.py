@@ -62,7 +62,7 @@ def speculative_rounds(
     while tokens.shape[1] < stop:
         k = min(num_draft, stop - tokens.shape[1] - 1)  # the target's own token ends the round
         proposals, q = propose(draft, tokens, k, temperature, generator)
-        logits = _call(target, "target", torch.cat([tokens, proposals], dim=1))
+        logits = _call_target(target, torch.cat([tokens, proposals], dim=1), q)
         if q is not None and logits.shape[-1] != q.shape[-1]:
             raise ValueError(
                 f"draft and target must share one vocabulary: draft logits (1, T, {q.shape[-1]}), "
@@ -113,7 +113,10 @@ def distribution(logits: Tensor, temperature: float) -> Tensor:
     logits = logits.detach().to("cpu", torch.float64)
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(), logits.shape[-1]).double()
-    return torch.softmax(logits / temperature, dim=-1)
+    scaled = logits / temperature
+    if bool((torch.isinf(scaled) & torch.isfinite(logits)).any()):  # a tiny temperature
+        scaled = (logits - logits.max()) / temperature  # gaps to the best first: its share is 1
+    return torch.softmax(scaled, dim=-1)
 
 
 def acceptance_probability(p: Tensor, q: Tensor, token: int) -> float:
@@ -157,6 +160,7 @@ def step_distribution(p: Tensor, q: Tensor) -> Tensor:
 
 
 def _call(model: Model, name: str, tokens: Tensor) -> Tensor:
+    """``model(tokens)``: logits ``(1, T, V)`` with no NaN and no +inf (-inf bans a token)."""
     logits = model(tokens)
     if not isinstance(logits, Tensor) or logits.ndim != 3 or logits.shape[:2] != tokens.shape:
         shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
@@ -164,7 +168,27 @@ def _call(model: Model, name: str, tokens: Tensor) -> Tensor:
             f"{name} must map token ids (1, T) to logits (1, T, V): given {tuple(tokens.shape)} "
             f"it returned {shape}"
         )
+    bad = torch.isnan(logits) | (logits == float("inf"))
+    if bool(bad.any()):
+        raise ValueError(
+            f"{name} returned logits {tuple(logits.shape)} holding NaN or +inf at "
+            f"{int(bad.sum())} entries: no token can be chosen from them"
+        )
     return logits
+
+
+def _call_target(target: Model, tokens: Tensor, q: Tensor | None) -> Tensor:
+    """The target on the tokens and the draft's proposals; a proposal past the target's
+    vocabulary (an IndexError from its embedding) is named as a vocabulary mismatch."""
+    try:
+        return _call(target, "target", tokens)
+    except IndexError as error:
+        if q is None:
+            raise
+        raise ValueError(
+            f"target failed on the draft's proposals {tokens[0, -len(q) :].tolist()} ({error}): "
+            f"draft and target must share one vocabulary, the draft's has V = {q.shape[-1]}"
+        ) from error
 
 
 def _check(target, draft, prompt, max_new_tokens, num_draft, temperature, generator) -> None:

@@ -33,6 +33,9 @@ def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.n
 
     ``1 <= num_splits <= T_k``; chunk sizes differ by at most one. Torch tensors or NumPy
     arrays (the output is of q's kind and dtype; float16 and bfloat16 are computed in float32).
+    NumPy arrays are refused where a score ``q k^T / sqrt(d)`` overflows, as the NumPy reference
+    refuses them; torch tensors are not looked at for that (such a row comes out NaN), the
+    policy :mod:`helpers.attention_core` explains.
     """
     numpy_in = isinstance(q, np.ndarray)
     kind, kind_name = (np.ndarray, "NumPy array") if numpy_in else (Tensor, "torch.Tensor")
@@ -50,7 +53,15 @@ def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.n
         q, k, v = q.float(), k.float(), v.float()
     partials = [partial_attention(q, kc, vc) for kc, vc in chunks(k, v, num_splits)]
     out = merge_partials([o for o, _ in partials], [lse for _, lse in partials]).to(dtype)
-    return out.numpy() if numpy_in else out
+    if not numpy_in:
+        return out
+    out = out.numpy()
+    overflowed = ~np.isfinite(out).all(axis=-1)  # finite inputs: only an overflow gets here
+    if overflowed.any():
+        validation.raise_scores_overflow(
+            f"{overflowed.sum()} of {overflowed.size} query rows", q.numpy(), k.numpy()
+        )
+    return out
 
 
 def chunks(k: Tensor, v: Tensor, num_splits: int) -> list[tuple[Tensor, Tensor]]:

@@ -6,6 +6,8 @@ to look like that (log-normal lengths), and seeded, so every run prints the same
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from helpers import validation
@@ -31,10 +33,22 @@ def reserved_tokens(lengths: np.ndarray, max_len: int, block_size: int | None = 
     known when it starts. Paged: whole blocks, ``ceil(length / block_size)`` of them each.
     """
     lengths = np.asarray(lengths)
+    validation.require_integer_tensor("lengths", lengths, "(n,)")
+    if lengths.size and lengths.min() < 0:
+        raise ValueError(f"lengths must be 0 or more, got {lengths.min()} in shape {lengths.shape}")
     if block_size is None:
         return int(len(lengths) * validation.require_positive_int("max_len", max_len))
     size = validation.require_positive_int("block_size", block_size)
     return int((-(-lengths // size) * size).sum())
+
+
+def _check_range(name: str, pair: Any) -> None:
+    """``(lo, hi)``: ints with ``1 <= lo <= hi`` (a request needs a token, and a token to make)."""
+    if not isinstance(pair, tuple) or len(pair) != 2:
+        raise TypeError(f"{name} must be a pair (lo, hi) of ints, got {pair!r}")
+    lo, hi = (validation.require_positive_int(name, value) for value in pair)
+    if lo > hi:
+        raise ValueError(f"{name} must have lo <= hi, got {pair}")
 
 
 def request_mix(
@@ -49,6 +63,9 @@ def request_mix(
     """
     count = validation.require_positive_int("count", count)
     rng = np.random.default_rng(validation.require_non_negative_int("seed", seed))
+    for name, pair in (("prompt_range", prompt_range), ("output_range", output_range)):
+        _check_range(name, pair)
+    validation.require_real("arrival_every", arrival_every, low=0.0)
     lo, hi = output_range
     outputs = np.clip(np.round(rng.lognormal(np.log(lo * 4), 0.8, count)), lo, hi)
     prompts = rng.integers(prompt_range[0], prompt_range[1] + 1, count)

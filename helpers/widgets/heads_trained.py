@@ -11,6 +11,8 @@ place, for the explorer; :func:`ablation_choices` lists what can be ablated.
 
 from __future__ import annotations
 
+import numbers
+
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -54,13 +56,25 @@ def _check_data(model, tokens, shifts) -> None:
             f"tokens must be (B, 2 L) and shifts (B,), got tokens {tuple(tokens.shape)} and "
             f"shifts {tuple(shifts.shape)}"
         )
+    validation.require_integer_tensor("shifts", shifts, "(B,)")
+    half = length // 2
+    index = (torch.arange(half, device=shifts.device)[None, :] + shifts[:, None].long()) % half
+    wrong = (tokens[:, half:] != tokens[:, :half].gather(1, index.to(tokens.device))).any(dim=1)
+    if bool(wrong.any()):  # the caption would name a rotation the tokens do not have
+        raise ValueError(
+            f"tokens and shifts must come from one repeated_sequences call: the second half of "
+            f"row b is its first half rotated by shifts[b], which fails for {int(wrong.sum())} "
+            f"of {batch} rows (first: row {int(wrong.nonzero()[0])}); tokens {tuple(tokens.shape)}"
+        )
 
 
 def _check_choice(model, tokens, layer, head, example, ablate, choices) -> None:
     layers, heads = len(model.attention), model.attention[0].num_heads
     for name, value, count in (("layer", layer, layers), ("head", head, heads),
                                ("example", example, len(tokens))):  # fmt: skip
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        if not 0 <= value < count:  # NumPy integers are welcome
             raise ValueError(f"{name} must be an int in 0..{count - 1}, got {value!r}")
     if ablate not in choices:
         raise ValueError(f"ablate must be one of {list(choices)}, got {ablate!r}")

@@ -35,6 +35,7 @@ MASKED, NOT_YET = (0.88, 0.88, 0.88), (1.0, 1.0, 1.0)  # cell colours in the rin
 def rank_colours(world_size: int) -> list[tuple[float, float, float]]:
     """One colour-blind-safe colour per rank, the same in both pictures (grey left out: it
     would look like a masked pair). There are 9 such colours: more ranks are refused."""
+    world_size = validation.require_positive_int("world_size", world_size)
     palette = [colour for i, colour in enumerate(sns.color_palette("colorblind", 10)) if i != 7]
     if world_size > len(palette):
         raise ValueError(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -46,8 +47,10 @@ def tile_kind(q_start: int, q_stop: int, k_start: int, k_stop: int, offset: int 
     Decided from the tile's corners alone, without forming a mask: the first query sees the
     fewest keys, the last query the most. Notebook 09, section 2 (the causal tile-skip rule).
     """
-    if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer)):
-        raise TypeError(f"offset must be an int, got {type(offset).__name__} {offset!r}")
+    _check_offset(offset)
+    for name, value in (("q_start", q_start), ("q_stop", q_stop), ("k_start", k_start),
+                        ("k_stop", k_stop)):  # fmt: skip
+        require_non_negative_int(name, value)  # 0.5 is no query, True no key
     if not (0 <= q_start < q_stop and 0 <= k_start < k_stop):
         raise ValueError(
             f"a tile needs 0 <= start < stop on both axes, got queries {q_start}..{q_stop} "
@@ -58,6 +61,11 @@ def tile_kind(q_start: int, q_stop: int, k_start: int, k_stop: int, offset: int 
     if k_stop - 1 <= q_start + offset:  # even the first query sees every key of the tile
         return "full"
     return "masked"
+
+
+def _check_offset(offset: Any) -> None:
+    if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer)):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__} {offset!r}")
 
 
 def tile_grid(
@@ -71,6 +79,7 @@ def tile_grid(
     block_q = require_positive_int("block_q", block_q)
     block_k = require_positive_int("block_k", block_k)
     require_bool("is_causal", is_causal)
+    _check_offset(offset)  # looked at only under a causal mask, but never taken as it comes
     rows, cols = -(-T_q // block_q), -(-T_k // block_k)
     grid = np.full((rows, cols), "full", dtype=object)
     if is_causal:
