@@ -19,7 +19,9 @@ from __future__ import annotations
 import datetime
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -237,21 +239,35 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
     with tempfile.TemporaryDirectory() as folder:
         context = mp.start_processes(_entry, args=(world_size, port, worker, args, folder),
                                      nprocs=world_size, join=False, start_method="spawn")  # fmt: skip
-        start = time.monotonic()
+        start, ended = time.monotonic(), {}
         try:
             # join raises when one worker fails, after giving the others GRACE_SECONDS
-            while not context.join(timeout=0.5, grace_period=GRACE_SECONDS):
+            while not (_note_ends(context.processes, ended) or context.join(timeout=0, grace_period=GRACE_SECONDS)):  # fmt: skip
                 if time.monotonic() - start > deadline_s:
                     raise TimeoutError(f"{world_size} workers still running after {deadline_s} s")
         except ProcessException as error:
-            rank, message = _failure(error, Path(folder), worker)
-            raise RuntimeError(f"worker {rank} of {world_size} failed: {message}") from error
+            rank, what = _failure(error, Path(folder), worker, context.processes, ended)
+            raise RuntimeError(f"worker {rank} of {world_size} {what}") from error
         finally:
             quiet.setLevel(level)
             for process in context.processes:
                 if process.is_alive():
                     process.kill()
+        for rank in range(world_size):
+            if not (Path(folder) / f"{rank}.pt").exists():
+                raise RuntimeError(
+                    f"worker {rank} of {world_size} ended without returning a result"
+                )
         return [torch.load(Path(folder) / f"{r}.pt") for r in range(world_size)]
+
+
+def _note_ends(processes: list, ended: dict[int, float], timeout: float = 0.5) -> bool:
+    """Wait up to ``timeout`` s for a process to end; note in ``ended`` when each one did
+    (rank -> time.time()). Always False, so the caller goes on to join."""
+    running = {p.sentinel: rank for rank, p in enumerate(processes) if rank not in ended}
+    for sentinel in multiprocessing.connection.wait(list(running), timeout=timeout):
+        ended[running[sentinel]] = time.time()
+    return False
 
 
 NOT_GUARDED = 86  # the exit code of a process that found spawn called while it was starting
@@ -286,31 +302,54 @@ def _check_spawn(worker: Callable, world_size: int, args: tuple, deadline_s: flo
     return validation.require_positive_int("world_size", world_size)
 
 
-def _failure(error: ProcessException, folder: Path, worker: Callable) -> tuple[int, str]:
-    """The rank and message of the first failure: the error a worker raised first, else why a
-    process ended without raising one."""
-    raised = _first_failure(folder)
-    if raised:
-        return raised
+def _failure(
+    error: ProcessException, folder: Path, worker: Callable, processes: list, ended: dict
+) -> tuple[int, str]:
+    """The rank of the first failure and what happened to it. A process that ended without
+    raising, on its own (before the launcher stopped the others), comes first: its peers' broken
+    connections follow from it. Otherwise the error a worker raised first."""
     rank, code = error.error_index, getattr(error, "exit_code", None)
     if code == NOT_GUARDED:
-        return rank, f"its process did not start: {GUARD}"
+        return rank, f"failed: its process did not start: {GUARD}"
     if not (folder / f"{rank}.started").exists():
         name = getattr(worker, "__qualname__", repr(worker))
         return rank, (
-            f"its process ended (exit code {code}) before it could run {name}; its own error "
-            "went to the terminal that runs this Python (for a notebook: Jupyter's)"
+            f"failed: its process ended (exit code {code}) before it could run {name}; its own "
+            "error went to the terminal that runs this Python (for a notebook: Jupyter's)"
         )
-    return rank, str(error).strip().splitlines()[-1]
+    quit = [
+        (float("-inf") if r == rank else ended.get(r, 0.0), r, _how_it_ended(process.exitcode))
+        for r, process in enumerate(processes)
+        if (r == rank or r in ended or (folder / f"{r}.quit").exists())
+        and process.exitcode is not None
+        and not (folder / f"{r}.error").exists() and not (folder / f"{r}.pt").exists()
+    ]  # fmt: skip
+    failures = quit or [(moment, r, f"failed: {text}") for moment, r, text in _raised(folder)]
+    if failures:
+        return min(failures)[1:]
+    return rank, "failed: " + str(error).strip().splitlines()[-1]
 
 
-def _first_failure(folder: Path) -> tuple[int, str] | None:
-    """The rank and message of the error raised first, from the workers' error files."""
+def _how_it_ended(exitcode: int) -> str:
+    """How a process that raised no Python error ended, from its exit code."""
+    if exitcode == 0:
+        return "ended without returning a result"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"number {-exitcode}"
+        return f"ended by signal {name} before returning a result"
+    return f"ended with exit code {exitcode} before returning a result"
+
+
+def _raised(folder: Path) -> list[tuple[float, int, str]]:
+    """``(moment, rank, message)`` of each error a worker raised, from its error file."""
     failures = []
     for path in folder.glob("*.error"):
         moment, message = path.read_text().split("\n", 1)
         failures.append((float(moment), int(path.stem), message))
-    return min(failures)[1:] if failures else None
+    return failures
 
 
 def _entry(rank, world_size, port, worker, args, folder):
@@ -333,6 +372,9 @@ def _entry(rank, world_size, port, worker, args, folder):
     except Exception as error:  # note when and what, so the caller names the first failure
         message = f"{type(error).__name__}: {error}".strip().splitlines()[0]
         (Path(folder) / f"{rank}.error").write_text(f"{time.time()}\n{message}")
+        raise
+    except BaseException:  # SystemExit, KeyboardInterrupt: the process ends on its own
+        (Path(folder) / f"{rank}.quit").touch()
         raise
     finally:
         dist.destroy_process_group()

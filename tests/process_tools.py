@@ -65,3 +65,29 @@ def kill_marked(value: str) -> None:
 
 def returns_nothing(rank: int, world_size: int) -> None:
     """A worker that forgets its ``return``."""
+
+
+def ends_without_raising(rank: int, world_size: int, how: str, quitter: int) -> torch.Tensor:
+    """Rank ``quitter`` ends its process without a Python exception (``how``: "exit3", "exit0",
+    "os_exit7", "sigkill", "interrupt"); the others wait for it in a collective."""
+    if rank == quitter:
+        if how == "exit3":
+            raise SystemExit(3)
+        if how == "exit0":
+            raise SystemExit(0)
+        if how == "os_exit7":
+            os._exit(7)
+        if how == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if how == "interrupt":
+            raise KeyboardInterrupt
+    tensor = torch.ones(3)
+    dist.all_reduce(tensor)
+    return tensor
+
+
+def quits_alone(rank: int, world_size: int) -> torch.Tensor:
+    """Rank 0 ends cleanly without a result; the others return theirs without waiting for it."""
+    if rank == 0:
+        raise SystemExit(0)
+    return torch.ones(1)

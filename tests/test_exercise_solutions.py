@@ -144,3 +144,65 @@ def test_a_recognised_slip_gives_its_own_hint_instead_of_the_general_one(monkeyp
     out = capsys.readouterr().out
     assert "a recognised slip" in out and "Hint: the slip's own hint" in out
     assert "general" not in out
+
+
+def rotary_in_place(x, positions):
+    import torch
+
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions[:, None].to(torch.float64) * theta
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2].clone(), x[..., d // 2 :].clone()
+    x[..., : d // 2] = x1 * cos - x2 * sin
+    x[..., d // 2 :] = x1 * sin + x2 * cos
+    return x
+
+
+def tile_step_in_place(m, total, acc, s, v_tile):
+    m_new = np.maximum(m, s.max(axis=-1))
+    rescale = np.exp(m - m_new)
+    s -= m_new[:, None]
+    np.exp(s, out=s)
+    total *= rescale
+    total += s.sum(axis=-1)
+    acc *= rescale[:, None]
+    acc += s @ v_tile
+    m[:] = m_new
+    return m, total, acc
+
+
+def merge_partials_in_place(out_a, m_a, l_a, out_b, m_b, l_b):
+    import torch
+
+    m = torch.maximum(m_a, m_b)
+    l_a *= torch.exp(m_a - m)
+    l_b *= torch.exp(m_b - m)
+    out_a *= l_a[..., None]
+    out_a += out_b * l_b[..., None]
+    l_a += l_b
+    out_a /= l_a[..., None]
+    return out_a, m, l_a
+
+
+def merge_two_in_place(out_a, lse_a, out_b, lse_b):
+    import torch
+
+    lse = torch.logaddexp(lse_a, lse_b)
+    out_a *= torch.exp(lse_a - lse)[..., None]
+    out_a += torch.exp(lse_b - lse)[..., None] * out_b
+    return out_a, lse
+
+
+@pytest.mark.parametrize(
+    ("name", "answer"),
+    [
+        ("apply_rotary", rotary_in_place),
+        ("tile_step", tile_step_in_place),
+        ("merge_partials", merge_partials_in_place),
+        ("merge_two", merge_two_in_place),
+    ],
+)
+def test_a_right_answer_that_edits_its_inputs_in_place_passes(name, answer, capsys):
+    exercises.check(name, answer)
+    assert exercises.RESULTS[name] == "passed", capsys.readouterr().out

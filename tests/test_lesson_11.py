@@ -471,6 +471,32 @@ def test_a_worker_that_returns_no_tensor_is_named():
         parallel.spawn(process_tools.returns_nothing, 2, ())
 
 
+@pytest.mark.parametrize(
+    ("how", "quitter", "message"),
+    [
+        ("exit3", 0, "worker 0 of 2 ended with exit code 3 before returning a result"),
+        ("os_exit7", 1, "worker 1 of 2 ended with exit code 7 before returning a result"),
+        ("sigkill", 0, "worker 0 of 2 ended by signal SIGKILL before returning a result"),
+        ("exit0", 1, "worker 1 of 2 ended without returning a result"),
+        ("interrupt", 0, "worker 0 of 2 ended without returning a result"),
+    ],
+)
+def test_a_worker_that_ends_without_raising_is_named_not_its_peers_broken_connection(
+    how, quitter, message
+):
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+        parallel.spawn(process_tools.ends_without_raising, 2, (how, quitter))
+    assert time.monotonic() - start < 60
+    assert multiprocessing.active_children() == []
+
+
+def test_a_worker_that_ends_cleanly_without_a_result_is_named():
+    with pytest.raises(RuntimeError, match=r"^worker 0 of 2 ended without returning a result$"):
+        parallel.spawn(process_tools.quits_alone, 2, ())
+    assert multiprocessing.active_children() == []
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")
 @pytest.mark.parametrize("moment", ["starting", "running"])
 def test_workers_end_with_the_caller_when_it_is_killed(tmp_path, moment):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -49,16 +50,21 @@ class Exercise:
     notebook: str
     checks: list[Check] = field(default_factory=list)
     hint: str = ""
+    shares_inputs: bool = False  # its checks ask for views of the inputs: pass them uncopied
 
 
 REGISTRY: dict[str, Exercise] = {}
 RESULTS: dict[str, str] = {}  # name -> "passed" | "failed" | "not attempted"
 
 
-def exercise(name: str, notebook: str, hint: str) -> Callable[[Callable], Callable]:
+def exercise(
+    name: str, notebook: str, hint: str, shares_inputs: bool = False
+) -> Callable[[Callable], Callable]:
     """Register a function that returns the exercise's checks as a list of (text, fn).
 
-    Each ``nbNN.py`` module uses it; its docstrings name the notebook section.
+    Each ``nbNN.py`` module uses it; its docstrings name the notebook section. The answer gets
+    copies of the checks' arrays and tensors, so that editing them in place is no mistake;
+    ``shares_inputs=True`` passes the inputs themselves, for checks that want views of them.
     """
 
     def register(make_checks: Callable[[], list[Check]]) -> Callable:
@@ -67,7 +73,7 @@ def exercise(name: str, notebook: str, hint: str) -> Callable[[Callable], Callab
                 f"exercise {name!r} of notebook {notebook} is already registered by notebook "
                 f"{REGISTRY[name].notebook}: give it another name"
             )
-        REGISTRY[name] = Exercise(name, notebook, make_checks(), hint)
+        REGISTRY[name] = Exercise(name, notebook, make_checks(), hint, shares_inputs)
         return make_checks
 
     return register
@@ -139,6 +145,19 @@ def for_notebook(notebook: str) -> list[Exercise]:
     return [e for e in REGISTRY.values() if e.notebook == notebook]
 
 
+def _copied(value):
+    """``value`` with every NumPy array and torch tensor in it copied (also inside tuples and
+    lists), so that an answer that edits its inputs in place leaves the checker's own untouched."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    torch = sys.modules.get("torch")  # no tensor exists unless torch was imported
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.clone()  # grads still flow back to the checker's tensor
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        return type(value)(_copied(v) for v in value)
+    return value
+
+
 def check(name: str, fn: Callable) -> None:
     """Run exercise ``name``'s checks on ``fn`` and print a verdict (also kept in RESULTS).
 
@@ -152,6 +171,8 @@ def check(name: str, fn: Callable) -> None:
 
     def watched(*args, **kwargs):
         nonlocal returned_none
+        if not ex.shares_inputs:
+            args, kwargs = _copied(args), {key: _copied(v) for key, v in kwargs.items()}
         out = fn(*args, **kwargs)
         returned_none = returned_none or out is None
         return out

@@ -44,6 +44,7 @@ def _fuse_weights():
     ".permute(2, 0, 3, 1, 4) puts the Q/K/V axis first and the heads before T. Interleaved: "
     "view(B, T, h, 3, d_k), and the Q/K/V axis is the fourth one, so .permute(3, 0, 2, 1, 4). "
     ".unbind(0) hands out the three pieces.",
+    shares_inputs=True,
 )
 def _split_fused():
     """Notebook 06, section 9 (Exercises), exercise 2 (split either layout)."""
