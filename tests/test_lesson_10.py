@@ -233,6 +233,7 @@ WRONG = {
         "the_diagonal": lambda w, half: _previous(w, half, offset=0),
         "two_back": lambda w, half: _previous(w, half, offset=2),
         "sums_instead_of_averaging": lambda w, half: _previous(w, half) * half,
+        "the_notebook_s_half_hard_coded": lambda w, half: _previous(w, 6),
     },
     "induction_score": {
         "the_earlier_copy_itself": lambda w, tok, half: _induction(w, tok, half, after=0),
@@ -275,6 +276,7 @@ def test_an_ablation_that_edits_the_original_is_caught_and_leaves_the_checkers_m
 
 CAUGHT_BY = [
     ("previous_token_score", "every_query", 3, "averages over every query"),
+    ("previous_token_score", "the_notebook_s_half_hard_coded", 4, "not from the notebook's 6"),
     ("induction_score", "the_earlier_copy_itself", 2, "should score 1"),
     ("induction_score", "keeps_the_wrap", 3, "every second-half query counted"),
     ("induction_score", "averages_over_sequences", 1, "expected (B, h) = (4, 3)"),

@@ -13,10 +13,11 @@ from helpers.induction import data, scores, training
 HALF, VOCAB = 6, 20  # small sequences for the score exercises: T = 12
 
 
-def _random_maps(batch: int, heads: int, seed: int) -> torch.Tensor:
-    """Causal attention weights ``(B, h, T, T)`` of no particular pattern, rows summing to 1."""
+def _random_maps(batch: int, heads: int, seed: int, half: int = HALF) -> torch.Tensor:
+    """Causal attention weights ``(B, h, T, T)``, T = 2 half, of no particular pattern, rows
+    summing to 1."""
     gen = torch.Generator().manual_seed(seed)
-    T = 2 * HALF
+    T = 2 * half
     scores_ = torch.randn(batch, heads, T, T, generator=gen, dtype=torch.float64) * 2
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     return scores_.masked_fill(~causal, float("-inf")).softmax(dim=-1)
@@ -64,6 +65,15 @@ def _previous_token_score():
             raise AssertionError("this averages over every query; use the second half only")
         assert torch.allclose(got, want), "on random maps, the scores differ from the reference"
 
+    def reads_half_from_its_argument(fn):
+        other = _random_maps(2, 3, seed=14, half=HALF + 3)
+        got = torch.as_tensor(fn(other, HALF + 3), dtype=torch.float64)
+        want = scores.previous_token_score(other, HALF + 3)
+        assert torch.allclose(got, want), (
+            f"with half = {HALF + 3} (T = {2 * HALF + 6}) the scores differ from the reference: "
+            f"take the second half from the argument half, not from the notebook's {HALF}"
+        )
+
     return [
         ("one score per head, for (B, h, T, T) and (h, T, T)", has_one_score_per_head),
         ("a perfect previous-token map scores 1", scores_a_perfect_map_one),
@@ -71,6 +81,7 @@ def _previous_token_score():
             "random maps: the mean weight on t - 1 over the second half",
             averages_the_second_half_only,
         ),
+        ("another half: the second half is read from the argument", reads_half_from_its_argument),
     ]
 
 
