@@ -51,17 +51,21 @@ def torch_tensor_parallel_forward(
 
     The same split as :func:`helpers.parallel.tensor_parallel_forward`, written with PyTorch's
     plan instead of by hand: each rank gets a copy of the rank-ordered layer and keeps only its
-    shards. x ``(B, T, D)``; mask as for the module.
+    shards. x ``(B, T, D)``; mask as for the module: a per-head mask ``(B, h, T, T)`` reaches
+    each rank as its own heads ``(B, h/n, T, T)``.
     """
     ordered = rank_ordered_copy(module, world_size)  # checks module and world_size
     validation.check_module_inputs(x, x, x, mask, module.d_model, module.num_heads,
                                    module.out_proj.weight, is_causal=is_causal)  # fmt: skip
     sizes = (module.d_model, module.num_heads, module.qkv_proj.bias is not None)
     state = {name: t.detach() for name, t in ordered.state_dict().items()}
-    return spawn(_plan_worker, world_size, (sizes, state, x.detach(), mask, is_causal))[0]
+    masks = [mask] * world_size  # one per rank: the same mask, or each rank's heads of it
+    if mask is not None and mask.ndim == 4 and mask.shape[1] > 1:
+        masks = list(mask.tensor_split(world_size, dim=1))  # (B, h/n, T_q, T_k) each
+    return spawn(_plan_worker, world_size, (sizes, state, x.detach(), masks, is_causal))[0]
 
 
-def _plan_worker(rank: int, world_size: int, sizes, state, x, mask, is_causal) -> Tensor:
+def _plan_worker(rank: int, world_size: int, sizes, state, x, masks, is_causal) -> Tensor:
     """Rank ``rank``: build the layer, let the plan keep this rank's shards, run it."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (
@@ -80,5 +84,5 @@ def _plan_worker(rank: int, world_size: int, sizes, state, x, mask, is_causal) -
     parallelize_module(layer, mesh, plan)
     layer.num_heads //= world_size  # the module splits its local 3 D/n features into h/n heads
     with torch.no_grad():
-        out, _ = layer(x, mask=mask, is_causal=is_causal)  # a DTensor, the same on every rank
+        out, _ = layer(x, mask=masks[rank], is_causal=is_causal)  # a DTensor, alike on every rank
     return out.full_tensor().clone()  # clone: wait for the all-reduce, a plain tensor
