@@ -390,11 +390,11 @@ BAD = {
     "a_float_size": (lambda: MultiHeadLatentAttention(16, 2, 8, 4.0, 2, 4), TypeError,
                      "nope_dim must be an int, got float 4.0"),
     "x_of_the_wrong_width": (lambda: mla()(tokens(D=20)), ValueError,
-                             r"query has D=20 but the module has d_model=24"),
+                             r"x has D=20 but the module has d_model=24"),
     "x_of_another_dtype": (lambda: mla()(tokens(torch.float32)), TypeError,
-                           "query has dtype torch.float32 but the module's weights are torch.float64"),
+                           "x has dtype torch.float32 but the module's weights are torch.float64"),
     "x_without_a_batch_axis": (lambda: mla()(tokens()[0]), ValueError,
-                               r"query must have shape \(B, T, D\), got shape \(9, 24\)"),
+                               r"x must have shape \(B, T, D\), got shape \(9, 24\)"),
     "a_cache_from_another_layers_sizes": (
         lambda: mla(kv_latent_dim=12)(tokens(T=1), mla()(tokens())[1]), ValueError,
         r"cache.latent \(2, 9, 10\) torch.float64 on cpu does not fit x \(2, 1, 24\).*"
