@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from classroom_tools import leaked
+from classroom_tools import leaked, released_source
 from conftest import NOTEBOOKS, ROOT
 from venv_tools import cached_venv, kernel_folder, run
 
@@ -143,7 +143,7 @@ def test_every_release_holds_the_course_s_stubs_and_no_solution(course, path):
         for c in release.cells
         if c.metadata.get("nbgrader", {}).get("solution")
     }
-    assert answers == {e.name: nbgrader_course.released_source(e) for e in found}
+    assert answers == {e.name: released_source(e) for e in found}
     assert leaked(release, nb, found) == {}
     assert not any("<details>" in c.source for c in release.cells)
 
