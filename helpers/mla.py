@@ -67,9 +67,13 @@ def latent_cache_bytes(
     """``layers · B · T · (kv_latent_dim + rope_dim) · bytes``: MLA's cache (notebook 13).
 
     The counterpart of :func:`helpers.inference.kv_cache_bytes`, which has a factor 2 (keys and
-    values) and a factor h_kv d_k where this has one latent and one shared rope key.
+    values) and a factor h_kv d_k where this has one latent and one shared rope key. Every size
+    is a positive int (a NumPy integer too).
     """
-    return layers * batch * seq_len * (kv_latent_dim + rope_dim) * bytes_per_value
+    sizes = dict(layers=layers, batch=batch, seq_len=seq_len, bytes_per_value=bytes_per_value)
+    widths = validation.require_positive_int("kv_latent_dim", kv_latent_dim)
+    widths += validation.require_positive_int("rope_dim", rope_dim)
+    return widths * math.prod(validation.require_positive_int(n, v) for n, v in sizes.items())
 
 
 class MultiHeadLatentAttention(nn.Module):
