@@ -2,8 +2,8 @@
 
 A results folder (``benchmarks/results/<name>/``) holds ``<run>.csv`` and ``<run>.json`` for
 each run, written by :mod:`benchmarks.record`; :func:`load_results` reads all the CSVs of a
-folder as one table. Notebook 07 reads committed runs with its own small loader,
-:mod:`helpers.bench.results`, since Colab installs only ``helpers``.
+folder as one table, with :func:`helpers.bench.results.read_csvs`, the reader notebook 07 uses
+for committed runs (Colab installs only ``helpers``, so the reader lives there).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+
+from helpers.bench.results import read_csvs
 
 # The CSV columns, in order (each documented in benchmarks/README.md, "Files and columns").
 COLUMNS = (
@@ -48,8 +50,4 @@ def load_results(source) -> pd.DataFrame:
     files = sorted(path.glob("*.csv")) if path.is_dir() else [path]
     if not files:
         raise ValueError(f"source has no CSV files: {path.name!r}")
-    frame = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
-    for column in ("compiled", "causal"):
-        if column in frame:
-            frame[column] = frame[column].astype(str).str.lower() == "true"
-    return frame
+    return read_csvs(files)

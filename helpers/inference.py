@@ -150,7 +150,7 @@ class GroupedQueryAttention(nn.Module):
         """x is ``(B, T_new, D)`` in the module's dtype; a cache matches it in B, dtype, h_kv,
         device (a :class:`KVCache` checked its values against its keys when it was made)."""
         validation.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
-                                       self.q_proj.weight)  # fmt: skip
+                                       self.q_proj.weight, names=("x",))  # fmt: skip
         if cache is None:
             return
         validation.require_array("cache", cache, KVCache, "helpers.inference.KVCache")

@@ -21,6 +21,7 @@ half step (one step in all).
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from torch import Tensor
 from helpers import validation
 
 LEVELS = 127  # int8 codes -127..127: symmetric, so 0 is exact and -128 is never used
+SCALE_BYTES = 2  # one float16 scale per separately scaled slice of a token
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,26 @@ def _check_quantize(x: Any, dim: Any) -> int:
     return int(dim)
 
 
-def int8_kv_bytes_per_token(num_kv_heads: int, d_k: int, scale_bytes: int = 2) -> int:
+def quantized_bytes_per_token(
+    widths: Sequence[int], bits: int = 8, scale_bytes: int = SCALE_BYTES
+) -> float:
+    """Bytes one token adds to one layer's cache when each of its slices is stored at ``bits``
+    bits with a scale of its own: ``sum(widths) · bits / 8 + scale_bytes · len(widths)``.
+
+    ``widths`` are the slices' numbers: a key and a value of d_k for each KV head, or MLA's
+    latent and rope key. 8 bits is this module's int8; 4 bits packs two numbers a byte.
+    """
+    if isinstance(bits, bool) or bits not in (8, 4):
+        raise ValueError(f"bits must be 8 or 4, got {bits!r}")
+    numbers = sum(validation.require_positive_int("width", w) for w in widths)
+    scale_bytes = validation.require_positive_int("scale_bytes", scale_bytes)
+    return numbers * bits / 8 + scale_bytes * len(widths)
+
+
+def int8_kv_bytes_per_token(num_kv_heads: int, d_k: int, scale_bytes: int = SCALE_BYTES) -> int:
     """Bytes one token adds to one layer's int8 cache with per-token scales:
     ``2 · h_kv · (d_k + scale_bytes)`` (keys and values, each head one byte per number and one
     scale)."""
     num_kv_heads = validation.require_positive_int("num_kv_heads", num_kv_heads)
     d_k = validation.require_positive_int("d_k", d_k)
-    scale_bytes = validation.require_positive_int("scale_bytes", scale_bytes)
-    return 2 * num_kv_heads * (d_k + scale_bytes)
+    return int(quantized_bytes_per_token([d_k] * (2 * num_kv_heads), 8, scale_bytes))

@@ -217,7 +217,7 @@ class MultiHeadLatentAttention(nn.Module):
     def _check(self, x: Tensor, cache: LatentCache | None, absorb: bool) -> None:
         """x is ``(B, T_new, D)`` in the module's dtype and device; a cache fits x and the sizes."""
         validation.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
-                                       self.q_proj.weight)  # fmt: skip
+                                       self.q_proj.weight, names=("x",))  # fmt: skip
         validation.require_bool("absorb", absorb)
         if cache is None:
             return

@@ -92,7 +92,8 @@ def tensor_parallel_forward(
     """
     shards = tensor_parallel_shards(module, world_size)  # checks module and world_size
     validation.check_module_inputs(x, x, x, mask, module.d_model, module.num_heads,
-                                   module.out_proj.weight, is_causal=is_causal)  # fmt: skip
+                                   module.out_proj.weight, names=("x",),
+                                   is_causal=is_causal)  # fmt: skip
     out_bias = None if module.out_proj.bias is None else module.out_proj.bias.detach()
     masks = [mask] * len(shards)  # one per rank: the same mask, or each rank's heads of it
     if mask is not None and mask.ndim == 4 and mask.shape[1] > 1:

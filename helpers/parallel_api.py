@@ -56,7 +56,8 @@ def torch_tensor_parallel_forward(
     """
     ordered = rank_ordered_copy(module, world_size)  # checks module and world_size
     validation.check_module_inputs(x, x, x, mask, module.d_model, module.num_heads,
-                                   module.out_proj.weight, is_causal=is_causal)  # fmt: skip
+                                   module.out_proj.weight, names=("x",),
+                                   is_causal=is_causal)  # fmt: skip
     sizes = (module.d_model, module.num_heads, module.qkv_proj.bias is not None)
     state = {name: t.detach() for name, t in ordered.state_dict().items()}
     masks = [mask] * world_size  # one per rank: the same mask, or each rank's heads of it

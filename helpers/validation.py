@@ -378,13 +378,15 @@ def check_mask(
 
 def check_module_inputs(
     query: Any, key: Any, value: Any, mask: Any, d_model: int, num_heads: int,
-    weight: Any = None, **flags: Any,
+    weight: Any = None, names: tuple[str, ...] = ("query", "key", "value"), **flags: Any,
 ) -> None:  # fmt: skip
     """One multi-head layer call: inputs ``(B, T, D)``, mask, and True/False flags.
 
     ``weight`` is one of a torch module's weights: inputs must then be tensors of its dtype on
     its device. Without it (the NumPy module) inputs are finite NumPy arrays. The mask broadcasts
-    to ``(B, T_q, T_k)``, or to ``(B, h, T_q, T_k)`` when it has 4 dimensions.
+    to ``(B, T_q, T_k)``, or to ``(B, h, T_q, T_k)`` when it has 4 dimensions. ``names`` are
+    the learner's names of the three inputs, for the messages; a self-attention layer whose
+    ``forward`` takes one ``x`` passes it three times with ``names=("x",)``.
     """
     if weight is None:
         kind, kind_name = np.ndarray, "NumPy array"
@@ -392,11 +394,13 @@ def check_module_inputs(
         from torch import Tensor
 
         kind, kind_name = Tensor, "torch.Tensor"
-    for name, x in (("query", query), ("key", key), ("value", value)):
+    inputs = dict(zip(names, (query, key, value), strict=False))  # ("x",): one entry
+    for name, x in inputs.items():
         _check_model_input(name, x, d_model, kind, kind_name, weight)
-    require_same_dtype(query=query, key=key, value=value)
+    if len(inputs) > 1:
+        require_same_dtype(**inputs)
     if weight is not None:
-        _check_weights_match(query, key, value, weight)
+        _check_weights_match(inputs, weight)
     if tuple(key.shape[:2]) != tuple(value.shape[:2]):
         raise ValueError(
             f"key and value must share (B, T_k): key {shape_of(key)}, value {shape_of(value)}"
@@ -440,14 +444,15 @@ def _check_model_input(
         require_finite(name, x)
 
 
-def _check_weights_match(query: Any, key: Any, value: Any, weight: Any) -> None:
+def _check_weights_match(inputs: dict[str, Any], weight: Any) -> None:
     """Tensors that share one dtype must have the module's dtype, and sit on its device."""
-    if query.dtype != weight.dtype:
+    first_name, first = next(iter(inputs.items()))
+    if first.dtype != weight.dtype:
         raise TypeError(
-            f"query has dtype {query.dtype} but the module's weights are {weight.dtype}, "
-            f"shape {shape_of(query)}; convert one with .to(...)"
+            f"{first_name} has dtype {first.dtype} but the module's weights are {weight.dtype}, "
+            f"shape {shape_of(first)}; convert one with .to(...)"
         )
-    for name, x in (("query", query), ("key", key), ("value", value)):
+    for name, x in inputs.items():
         if x.device != weight.device:
             raise ValueError(
                 f"{name} is on {x.device} but the module's weights are on {weight.device}, "

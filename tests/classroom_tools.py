@@ -1,10 +1,11 @@
-"""What the graded-class tests look for: a solution's own code, in any text of a notebook."""
+"""What the graded-class tests look for: a solution's own code, in any text of a notebook, and
+the answer cell nbgrader releases."""
 
 from __future__ import annotations
 
 import nbformat
 
-from tools.exercise_cells import Exercise
+from tools.exercise_cells import STUB_LINE, Exercise, stub_parts
 
 
 def lines_of(nb: nbformat.NotebookNode, skip: int | None = None) -> set[str]:
@@ -32,3 +33,11 @@ def leaked(copy: nbformat.NotebookNode, nb: nbformat.NotebookNode, exercises) ->
     text = lines_of(copy)
     found = {e.name: solution_code(nb, e) & text for e in exercises}
     return {name: lines for name, lines in found.items() if lines}
+
+
+def released_source(exercise: Exercise) -> str:
+    """What ``nbgrader generate_assignment`` makes of the answer cell: the course's stub
+    without its ``check(...)`` line."""
+    before, indent, after = stub_parts(exercise)
+    lines = [before] if before else []
+    return "\n".join([*lines, indent + STUB_LINE, after]).rstrip()

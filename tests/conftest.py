@@ -34,3 +34,15 @@ def rng():
     import numpy as np
 
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (``tests/browser_tools.py``), one per test module that asks for it."""
+    from browser_tools import CHROMIUM, CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -1105,6 +1105,29 @@ LESSON_08 = [
         TypeError,
         "start must be an int, got float 1.5",
     ),
+    *(
+        case(f"grouped_query_attention_names_its_argument_x-{name}", call, error, message)
+        for name, call, error, message in [
+            (
+                "wrong_width",
+                lambda: gqa()(torch.ones(2, 1, 12, dtype=torch.float64)),
+                ValueError,
+                "x has D=12 but the module has d_model=16, shape (2, 1, 12)",
+            ),
+            (
+                "another_dtype",
+                lambda: gqa()(X1.float()),
+                TypeError,
+                "x has dtype torch.float32 but the module's weights are torch.float64",
+            ),
+            (
+                "no_batch_axis",
+                lambda: gqa()(X1[0]),
+                ValueError,
+                "x must have shape (B, T, D), got shape (1, 16)",
+            ),
+        ]
+    ),
     case(
         "a_cache_on_another_device_is_named",
         lambda: gqa()(X1, inference.KVCache(K4.to("meta"), K4.to("meta"))),

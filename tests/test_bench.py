@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmarks.results import load_results
 from helpers.bench import (
     attention_flops,
     median_seconds,
@@ -253,6 +254,16 @@ def test_gpu_runs_are_read_with_their_gpu_and_a_local_run_is_not(tmp_path):
     assert run.label == "NVIDIA H200 (driver 570.1, torch 2.13.0, CUDA 12.8, 2026-02-01)"
     assert list(run.table["contender"]) == ["fused_sdpa", "naive"]  # both CSVs, by file name
     assert run.table["causal"].tolist() == [False, True]  # "True" read as a flag, not text
+
+
+def test_the_benchmark_s_reports_read_a_folder_as_notebook_07_does(tmp_path):
+    meta = dict(device_name="NVIDIA H200")
+    _write_run(tmp_path / "h200", csv="contender,causal,compiled\nnaive,true,False\n", meta=meta)
+    (tmp_path / "h200" / "more.csv").write_text("contender,causal\nfused_sdpa,False\n")
+    table = load_results(tmp_path / "h200")
+    pd.testing.assert_frame_equal(table, load_gpu_runs(tmp_path)[0].table)
+    assert table["causal"].tolist() == [False, True]  # "true" is a flag too
+    assert table["compiled"].tolist() == [False, False]  # a CSV without the column: False
 
 
 def test_no_results_folder_means_no_runs(tmp_path):

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browser_tools import CHROMIUM, CHROMIUM_ARGS, free_port, why_no_browser
+from browser_tools import free_port, why_no_browser
 from conftest import NOTEBOOKS, ROOT
 
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -107,16 +107,6 @@ def lab(tmp_path_factory):
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def menu(page, top: str, item: str) -> None:

@@ -16,13 +16,13 @@ import re
 
 import nbformat
 import pytest
-from classroom_tools import leaked, solution_code
+from classroom_tools import leaked, released_source, solution_code
 from conftest import NOTEBOOKS, ROOT
 from notebook_tools import number
 
 from helpers import exercises as registry
 from tools import nbgrader_course, student
-from tools.exercise_cells import SOLUTION_START, find_exercises, read
+from tools.exercise_cells import SOLUTION_START, build, find_exercises, read
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +32,12 @@ def notebooks() -> dict:
 
 @pytest.fixture(scope="module")
 def copies() -> dict:
-    return student.build(NOTEBOOKS)
+    return build(NOTEBOOKS, student.student_copy)
 
 
 @pytest.fixture(scope="module")
 def sources() -> dict:
-    return nbgrader_course.build(NOTEBOOKS)
+    return build(NOTEBOOKS, nbgrader_course.source_notebook)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -55,7 +55,7 @@ def test_every_solution_has_code_of_its_own_to_look_for(notebooks):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_a_student_copy_keeps_every_code_cell_and_no_solution(notebooks, copies, path):
-    nb, copy = notebooks[path], copies[path.name]
+    nb, copy = notebooks[path], copies[path]
     assert [c.source for c in copy.cells if c.cell_type == "code"] == [
         c.source for c in nb.cells if c.cell_type == "code"
     ], "a copy runs the notebook's own code cells, in order"
@@ -66,7 +66,7 @@ def test_a_student_copy_keeps_every_code_cell_and_no_solution(notebooks, copies,
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_a_student_copy_clears_exercise_and_check_outputs(notebooks, copies, path):
-    nb, copy = notebooks[path], copies[path.name]
+    nb, copy = notebooks[path], copies[path]
     by_source = {c.source: c for c in copy.cells if c.cell_type == "code"}
     for exercise in find_exercises(nb, path):
         # The committed run of the same code says so; the copy shows no output until it runs.
@@ -78,7 +78,7 @@ def test_a_student_copy_clears_exercise_and_check_outputs(notebooks, copies, pat
 
 
 def test_a_solution_cell_s_prose_stays_in_the_student_copy(copies):
-    text = "\n".join(c.source for c in copies["00_start_here.ipynb"].cells)
+    text = "\n".join(c.source for c in copies[NOTEBOOKS[0]].cells)
     assert "**Check yourself.** Once the checker is happy" in text
 
 
@@ -99,7 +99,7 @@ def graded(cells: list[str]) -> str:
 def test_nbgrader_answers_pass_their_graded_cells_and_released_stubs_do_not(
     notebooks, sources, path
 ):
-    nb, source = notebooks[path], sources[path.stem]
+    nb, source = notebooks[path], sources[path]
     cells = {
         c.metadata["nbgrader"]["grade_id"]: c for c in source.cells if "nbgrader" in c.metadata
     }
@@ -123,7 +123,7 @@ def test_nbgrader_answers_pass_their_graded_cells_and_released_stubs_do_not(
             answer.source,
             flags=re.DOTALL,
         )
-        assert released == nbgrader_course.released_source(exercise)
+        assert released == released_source(exercise)
         assert f'check("{exercise.name}", {exercise.function})' not in released
         passed = graded([answer.source, test.source])
         assert re.search(rf"✅ {exercise.name}: .*checks? passed\.", passed)
@@ -139,9 +139,7 @@ def test_the_released_stub_is_the_course_s_stub_without_its_check(notebooks):
     path = NOTEBOOKS[2]
     first = find_exercises(notebooks[path], path)[0]
     assert (
-        nbgrader_course.released_source(first)
-        + "\n\n\n"
-        + (f'check("{first.name}", {first.function})')
+        released_source(first) + "\n\n\n" + (f'check("{first.name}", {first.function})')
         == first.stub.rstrip()
     )
 
@@ -157,6 +155,31 @@ def test_make_nbgrader_rewrites_source_and_keeps_the_teacher_s_config(tmp_path, 
     for lesson in lessons:
         assert (tmp_path / "source" / lesson / f"{lesson}.ipynb").is_file()
     assert "kept as it was" in capsys.readouterr().out
+
+
+def test_make_nbgrader_removes_the_source_of_a_renamed_lesson_and_nothing_else(tmp_path, capsys):
+    source = tmp_path / "source"
+    renamed = source / "99_a_lesson_since_renamed"
+    renamed.mkdir(parents=True)
+    (renamed / f"{renamed.name}.ipynb").write_text("{}")
+    kept = source / "98_a_renamed_lesson_with_the_teacher_s_file"
+    kept.mkdir()
+    (kept / f"{kept.name}.ipynb").write_text("{}")
+    (kept / "data.csv").write_text("mine")
+    (source / "extra_material").mkdir()  # not a lesson folder: never the tool's
+    (source / "extra_material" / "extra_material.ipynb").write_text("{}")
+    (tmp_path / "submitted" / "ada" / renamed.name).mkdir(parents=True)
+    (tmp_path / "submitted" / "ada" / renamed.name / f"{renamed.name}.ipynb").write_text("{}")
+    assert nbgrader_course.main([str(tmp_path)]) == 0
+    assert not renamed.exists()
+    assert sorted(p.name for p in kept.iterdir()) == ["data.csv"]
+    assert (source / "extra_material" / "extra_material.ipynb").is_file()
+    assert (tmp_path / "submitted" / "ada" / renamed.name / f"{renamed.name}.ipynb").is_file()
+    lessons = sorted(p.name for p in source.iterdir() if p.name[:2].isdigit())
+    assert lessons == sorted([kept.name, *(path.stem for path in NOTEBOOKS)])
+    out = capsys.readouterr().out
+    for lesson in (kept.name, renamed.name):
+        assert f"source/{lesson}/{lesson}.ipynb: removed (no lesson of that name now)" in out
 
 
 def test_make_nbgrader_writes_a_config_with_the_course_s_stub(tmp_path):

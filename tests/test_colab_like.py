@@ -10,14 +10,12 @@ is executed there with nbclient from a folder that has no ``helpers/`` next to i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
 import re
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from colab_tools import colab_install_command
 from conftest import NOTEBOOKS, ROOT
 
 from tools.course import REF, REPO_URL
+from tools.venv_cache import cached_python, venv_dir
 
 COLAB_PINS = {"ipywidgets": "7.7.1", "notebook": "6.5.7"}
 # Colab's CUDA torch brings Triton (Linux); beside a CPU torch it is pinned from requirements.txt.
@@ -74,23 +73,7 @@ def freeze(python: Path) -> set[str]:
 def colab_python() -> Path:
     """The python of the cached Colab-like virtualenv (built on first use)."""
     requirements = pinned_requirements()
-    key = hashlib.sha256(json.dumps([sys.version, requirements]).encode()).hexdigest()[:12]
-    venv = ROOT / "build" / f"colab-like-{key}"
-    python = venv / "bin" / "python"
-    if not (venv / ".ready").exists():
-        building = venv.with_name(f"{venv.name}.building-{os.getpid()}")
-        shutil.rmtree(building, ignore_errors=True)
-        try:
-            run([sys.executable, "-m", "venv", str(building)])
-            pip = [str(building / "bin" / "python"), "-m", "pip", "install", "-q"]
-            run([*pip, *requirements], timeout=900)
-        except BaseException:
-            shutil.rmtree(building, ignore_errors=True)
-            raise
-        (building / ".ready").write_text("\n".join(requirements))
-        shutil.rmtree(venv, ignore_errors=True)
-        building.rename(venv)  # the venv's scripts use sys.executable paths; keep python -m
-    return python
+    return cached_python(venv_dir("colab-like", requirements), requirements, timeout=900)
 
 
 @pytest.fixture(scope="module")

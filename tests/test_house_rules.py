@@ -10,8 +10,9 @@ import json
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
-from conftest import ROOT
+from conftest import NOTEBOOKS, ROOT
 
 HELPERS = ROOT / "helpers"
 BENCH_MAX_LINES = 600
@@ -23,8 +24,11 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path, known: set[str], root: Path = ROOT) -> set[str]:
-    """The ``helpers`` modules that running ``path`` imports, at its top or inside a function.
+def imported_modules(
+    path: Path, known: set[str], root: Path = ROOT, source: str | None = None
+) -> set[str]:
+    """The ``helpers`` modules that running ``path`` (or ``source``, code read from it) imports,
+    at its top or inside a function.
 
     ``from helpers.a import b`` imports ``helpers.a.b`` when that is a module, else ``helpers.a``
     itself; importing ``helpers.a.b`` also runs the packages above it, except the ones the
@@ -33,7 +37,8 @@ def imported_modules(path: Path, known: set[str], root: Path = ROOT) -> set[str]
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    source = path.read_text(encoding="utf-8") if source is None else source
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             targets |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -117,6 +122,56 @@ def test_the_helpers_never_import_the_course_tooling():
                 names = [node.module or ""]
             bad = [n for n in names if n.split(".")[0] in ("benchmarks", "tools", "tests")]
             assert not bad, f"{path.relative_to(ROOT)} imports {bad}: not installed with helpers"
+
+
+def notebook_code(path: Path) -> str:
+    """A notebook's code cells and the code of its solution blocks, as one source."""
+    blocks = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        blocks += [cell.source] if cell.cell_type == "code" else []
+        blocks += re.findall(r"```python\n(.*?)```", cell.source, re.S)
+    return "\n\n".join(blocks)
+
+
+def reached_from_notebooks(
+    graph: dict[str, set[str]], notebooks: list[Path], root: Path = ROOT
+) -> set[str]:
+    """The modules the notebooks import, and every module those import in turn."""
+    known = set(graph)
+    todo = set().union(*(imported_modules(p, known, root, notebook_code(p)) for p in notebooks))
+    reached: set[str] = set()
+    while todo:
+        module = todo.pop()
+        reached.add(module)
+        todo |= graph.get(module, set()) - reached
+    return reached
+
+
+def test_every_helpers_bench_module_is_used_by_a_lesson():
+    """Each module of ``helpers.bench`` is imported by a notebook, or by a helpers module that a
+    notebook (in the end) imports: what only the benchmark command uses belongs in benchmarks/."""
+    graph = import_graph(HELPERS)
+    unused = {m for m in graph if m.startswith("helpers.bench")} - reached_from_notebooks(
+        graph, NOTEBOOKS
+    )
+    assert not unused, f"no lesson uses {sorted(unused)}: move it to benchmarks/"
+
+
+def test_a_bench_module_that_only_the_benchmark_uses_is_found(tmp_path):
+    package = tmp_path / "helpers"
+    (package / "bench").mkdir(parents=True)
+    for name in ("__init__.py", "bench/__init__.py", "bench/timing.py", "bench/sweep.py"):
+        (package / name).write_text("")
+    (package / "bench" / "__init__.py").write_text("from helpers.bench.timing import f\n")
+    lesson = tmp_path / "notebooks" / "01_lesson.ipynb"
+    lesson.parent.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from helpers.bench import f")]
+    nbformat.write(nb, lesson)
+    graph = import_graph(package)
+    reached = reached_from_notebooks(graph, [lesson], root=tmp_path)
+    assert reached == {"helpers.bench", "helpers.bench.timing"}
+    assert "helpers.bench.sweep" in graph
 
 
 def test_helpers_bench_is_small():

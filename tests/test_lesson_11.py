@@ -200,6 +200,13 @@ BAD = {
         ValueError,
         r"the same T, got q \(1, 1, 3, 4\), k \(1, 1, 5, 4\)",
     ),
+    "x_of_the_wrong_width": (
+        lambda: parallel.tensor_parallel_forward(
+            module_and_input(torch.float64)[0], torch.ones(1, 2, 4)
+        ),
+        ValueError,
+        r"x has D=4 but the module has d_model=",
+    ),
     "a_linear_layer_for_the_module": (
         lambda: parallel.tensor_parallel_forward(torch.nn.Linear(4, 4), torch.ones(1, 2, 4)),
         TypeError,

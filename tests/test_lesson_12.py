@@ -170,15 +170,21 @@ def test_slot_weights_fall_on_each_sequences_own_slots_and_give_the_output():
 
 
 def check_allocator(allocator: BlockAllocator) -> None:
-    """Counts match the tables, free blocks are held by nobody, every slot is owned once."""
+    """Counts match the tables, free blocks are held by nobody, every slot is owned once, and
+    the filled slots per block are the tokens that sit in it."""
     held = [0] * allocator.num_blocks
     for table in allocator.tables.values():
         for block in table:
             held[block] += 1
     assert held == allocator.refs
     assert sorted(allocator.free_blocks) == [b for b, n in enumerate(held) if n == 0]
+    slots = set()  # (block, offset) of every token of every sequence
     for seq, table in allocator.tables.items():
         assert len(table) == allocator.blocks_for(allocator.lengths[seq])
+        slots |= {(table[t // allocator.block_size], t % allocator.block_size)
+                  for t in range(allocator.lengths[seq])}  # fmt: skip
+    counted = [sum(1 for b, _ in slots if b == block) for block in range(allocator.num_blocks)]
+    assert allocator.filled() == counted, "filled slots, a shared block's counted once"
 
 
 @FAST

@@ -21,8 +21,15 @@ from hypothesis import strategies as st
 from notebook_tools import verdict
 
 from helpers import exercises
+from helpers import mla_counts as mc
 from helpers.inference import GroupedQueryAttention, KVCache, kv_cache_bytes
-from helpers.kv_quant import Int8Tensor, int8_kv_bytes_per_token, quantize_int8
+from helpers.kv_quant import (
+    SCALE_BYTES,
+    Int8Tensor,
+    int8_kv_bytes_per_token,
+    quantize_int8,
+    quantized_bytes_per_token,
+)
 from helpers.mla import LatentCache, MultiHeadLatentAttention, latent_cache_bytes
 from helpers.rope import apply_rope
 from helpers.widgets import explore
@@ -244,7 +251,7 @@ def test_layers_sizes_and_names_are_deepseeks():
 
 
 def test_deepseek_v2s_layer_builds_on_the_meta_device_and_caches_576_numbers_per_token():
-    s = lc.DEEPSEEK_V2
+    s = mc.DEEPSEEK_V2
     with torch.device("meta"):
         layer = MultiHeadLatentAttention(s.d_model, s.num_heads, s.kv_latent_dim, s.nope_dim,
                                          s.rope_dim, s.v_dim)  # fmt: skip
@@ -264,31 +271,34 @@ def test_bytes_per_token_agree_with_the_caches_tensors():
     gqa = GroupedQueryAttention(32, 8, 2).to(torch.bfloat16)
     with torch.no_grad():
         _, cache = gqa(tokens(torch.bfloat16, T=5, D=32, B=1))
-    assert cache.nbytes == 5 * lc.cache_bytes_per_token(lc.gqa_widths(2, 4), 16)
+    assert cache.nbytes == 5 * mc.gqa_bytes_per_token(2, 4)
     assert cache.nbytes == kv_cache_bytes(1, 1, 5, 2, 4, 2)
     layer = mla(torch.bfloat16)
     with torch.no_grad():
         _, latent = layer(tokens(torch.bfloat16, T=5, B=1))
-    assert latent.nbytes == 5 * lc.cache_bytes_per_token(lc.mla_widths(10, 4), 16)
+    assert latent.nbytes == 5 * mc.mla_bytes_per_token(10, 4)
 
 
 def test_int8_bytes_per_token_count_the_values_and_one_scale_per_head_and_token():
     keys = tokens(T=6, D=16, B=1).view(1, 6, 2, 8).transpose(1, 2).half()  # (B, h_kv, T, d_k)
     held = quantize_int8(keys, dim=-1).nbytes + quantize_int8(keys, dim=-1).nbytes  # K and V
-    assert (
-        held
-        == 6 * int8_kv_bytes_per_token(2, 8)
-        == 6 * lc.cache_bytes_per_token(lc.gqa_widths(2, 8), 8)
-    )
-    assert lc.cache_bytes_per_token([8, 8], 4) == 8 + 2 * lc.SCALE_BYTES
+    assert held == 6 * int8_kv_bytes_per_token(2, 8) == 6 * mc.gqa_bytes_per_token(2, 8, bits=8)
+    assert quantized_bytes_per_token([8, 8], 4) == 8 + 2 * SCALE_BYTES
+    assert mc.gqa_bytes_per_token(2, 8, bits=4) == 2 * 2 * (8 / 2 + SCALE_BYTES)
+
+
+def test_int8_bytes_per_token_of_the_latent_cache_count_one_scale_for_each_part():
+    _, cache = mla(torch.float16)(tokens(torch.float16, T=6, B=1))
+    held = quantize_int8(cache.latent, -1).nbytes + quantize_int8(cache.rope_key, -1).nbytes
+    assert held == 6 * mc.mla_bytes_per_token(10, 4, bits=8) == 6 * (10 + 4 + 2 * SCALE_BYTES)
 
 
 def test_deepseek_v2s_bytes_per_token_per_layer():
-    s = lc.DEEPSEEK_V2
-    assert lc.cache_bytes_per_token(lc.mla_widths(512, 64), 16) == 1152
-    assert lc.cache_bytes_per_token(lc.gqa_widths(128, 128), 16) == 65536
-    assert lc.cache_bytes_per_token(lc.gqa_widths(8, 128), 16) == 4096
-    assert lc.cache_bytes_per_token(lc.gqa_widths(1, 128), 16) == 512
+    s = mc.DEEPSEEK_V2
+    assert mc.mla_bytes_per_token(512, 64) == 1152
+    assert mc.gqa_bytes_per_token(128, 128) == 65536
+    assert mc.gqa_bytes_per_token(8, 128) == 4096
+    assert mc.gqa_bytes_per_token(1, 128) == 512
     assert int8_kv_bytes_per_token(8, 128) == 2080
     assert latent_cache_bytes(s.layers, 1, 1, s.kv_latent_dim, s.rope_dim, 2) == 69_120
 
@@ -312,34 +322,34 @@ def _count_by_hand(layer: MultiHeadLatentAttention, T_new: int, T_all: int, abso
 @pytest.mark.parametrize("absorb", [False, True])
 def test_step_flops_count_every_matmul_of_the_layer(T_new, cached, absorb):
     layer = mla()
-    shape = lc.MLAShape(**SIZES, layers=1)
-    got = lc.mla_step_flops(shape, cached_tokens=cached, absorb=absorb, new_tokens=T_new)
+    shape = mc.MLAShape(**SIZES, layers=1)
+    got = mc.mla_step_flops(shape, cached_tokens=cached, absorb=absorb, new_tokens=T_new)
     assert got == _count_by_hand(layer, T_new, cached + T_new, absorb)
 
 
 def test_step_flops_attend_over_the_cached_tokens_and_the_new_ones():
     """A decode step over a cache of T tokens attends over T + 1; a prompt read from an empty
     cache over itself alone."""
-    layer, shape = mla(), lc.MLAShape(**SIZES, layers=1)
+    layer, shape = mla(), mc.MLAShape(**SIZES, layers=1)
     for absorb in (False, True):
-        assert lc.mla_step_flops(shape, 300, absorb) == _count_by_hand(layer, 1, 301, absorb)
-        assert lc.mla_step_flops(shape, 0, absorb, 9) == _count_by_hand(layer, 9, 9, absorb)
+        assert mc.mla_step_flops(shape, 300, absorb) == _count_by_hand(layer, 1, 301, absorb)
+        assert mc.mla_step_flops(shape, 0, absorb, 9) == _count_by_hand(layer, 9, 9, absorb)
 
 
 def test_absorption_pays_when_decoding_and_not_when_reading_a_long_prompt():
-    s = lc.DEEPSEEK_V2
-    assert lc.mla_step_flops(s, 4096, True) * 50 < lc.mla_step_flops(s, 4096, False)
-    assert lc.mla_step_flops(s, 0, True, new_tokens=4096) > lc.mla_step_flops(s, 0, False, 4096)
-    assert lc.mla_step_flops(s, 4096, True, new_tokens=4096) > lc.mla_step_flops(
+    s = mc.DEEPSEEK_V2
+    assert mc.mla_step_flops(s, 4096, True) * 50 < mc.mla_step_flops(s, 4096, False)
+    assert mc.mla_step_flops(s, 0, True, new_tokens=4096) > mc.mla_step_flops(s, 0, False, 4096)
+    assert mc.mla_step_flops(s, 4096, True, new_tokens=4096) > mc.mla_step_flops(
         s, 4096, False, 4096
     )
 
 
 def test_flops_per_cached_token_are_the_per_token_part_of_the_step_count():
-    s = lc.DEEPSEEK_V2
+    s = mc.DEEPSEEK_V2
     for variant, absorb in (("mla absorbed", True), ("mla naive", False)):
-        per_token = lc.mla_step_flops(s, 101, absorb) - lc.mla_step_flops(s, 100, absorb)
-        assert per_token == lc.flops_per_cached_token(s, variant)
+        per_token = mc.mla_step_flops(s, 101, absorb) - mc.mla_step_flops(s, 100, absorb)
+        assert per_token == mc.flops_per_cached_token(s, variant)
 
 
 # --- the int8 cache ------------------------------------------------------------------------
@@ -402,11 +412,11 @@ BAD = {
     "a_float_size": (lambda: MultiHeadLatentAttention(16, 2, 8, 4.0, 2, 4), TypeError,
                      "nope_dim must be an int, got float 4.0"),
     "x_of_the_wrong_width": (lambda: mla()(tokens(D=20)), ValueError,
-                             r"query has D=20 but the module has d_model=24"),
+                             r"x has D=20 but the module has d_model=24"),
     "x_of_another_dtype": (lambda: mla()(tokens(torch.float32)), TypeError,
-                           "query has dtype torch.float32 but the module's weights are torch.float64"),
+                           "x has dtype torch.float32 but the module's weights are torch.float64"),
     "x_without_a_batch_axis": (lambda: mla()(tokens()[0]), ValueError,
-                               r"query must have shape \(B, T, D\), got shape \(9, 24\)"),
+                               r"x must have shape \(B, T, D\), got shape \(9, 24\)"),
     "a_cache_from_another_layers_sizes": (
         lambda: mla(kv_latent_dim=12)(tokens(T=1), mla()(tokens())[1]), ValueError,
         r"cache.latent \(2, 9, 10\) torch.float64 on cpu does not fit x \(2, 1, 24\).*"
@@ -447,11 +457,17 @@ BAD = {
            ("a_text_rope_width", (1, 1, 1, 4, "2", 2), TypeError, "rope_dim must be an int, got str"),
            ("a_bool_batch", (1, True, 1, 4, 2, 2), TypeError, "batch must be an int, got bool"),
        )},
-    "a_bit_width_not_offered": (lambda: lc.cache_bytes_per_token([4], 2), ValueError,
+    "a_bit_width_not_offered": (lambda: mc.gqa_bytes_per_token(1, 4, 2), ValueError,
                                 r"bits must be one of \(16, 8, 4\), got 2"),
-    "an_unknown_variant": (lambda: lc.flops_per_cached_token(lc.DEEPSEEK_V2, "mha"), ValueError,
+    "sixteen_bits_with_scales": (lambda: quantized_bytes_per_token([4], 16), ValueError,
+                                 "bits must be 8 or 4, got 16"),
+    "a_latent_cache_without_a_rope_key": (lambda: latent_cache_bytes(1, 1, 1, 512, 0, 2),
+                                          ValueError, "rope_dim must be positive, got 0"),
+    "a_latent_cache_of_fractional_tokens": (lambda: latent_cache_bytes(1, 1, 1.5, 512, 64, 2),
+                                            TypeError, "seq_len must be an int, got float 1.5"),
+    "an_unknown_variant": (lambda: mc.flops_per_cached_token(mc.DEEPSEEK_V2, "mha"), ValueError,
                            "variant must be one of"),
-    "a_negative_cache_length": (lambda: lc.mla_step_flops(lc.DEEPSEEK_V2, -1, True), ValueError,
+    "a_negative_cache_length": (lambda: mc.mla_step_flops(mc.DEEPSEEK_V2, -1, True), ValueError,
                                 "cached_tokens must be 0 or more, got -1"),
     "a_latent_size_off_the_menu": (lambda: lc.render_cache_frontier(500, 8, 16), ValueError,
                                    r"kv_latent_dim must be one of \(64, 128"),
@@ -642,7 +658,7 @@ def test_a_gqa_point_on_mqas_or_mhas_is_drawn_hollow_and_named_once(kv_heads, sa
 def test_frontier_counts_bits_with_their_scales():
     points = lc.frontier_points(512, 8, 8)
     assert points["GQA (h_kv = 8)"][0] == int8_kv_bytes_per_token(8, 128) == 2080
-    assert points["MLA absorbed (d_c = 512)"][0] == 576 + 2 * lc.SCALE_BYTES
+    assert points["MLA absorbed (d_c = 512)"][0] == 576 + 2 * SCALE_BYTES
 
 
 def test_frontier_explorer_redraws_when_driven_headless():

@@ -17,20 +17,20 @@ one that importing ``helpers`` actually uses.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import platform
 import re
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import nbformat
 import pytest
 from conftest import NOTEBOOKS, ROOT
+
+from tools.venv_cache import cached_python, venv_dir
 
 PACKAGE = "attention-head-by-head"
 pytestmark = pytest.mark.timeout(1200)  # the first run builds the environment (minutes)
@@ -90,27 +90,12 @@ def constraints(tmp_path_factory) -> list[str]:
 def package_python(source, constraints) -> Path:
     """The python of a virtualenv where ``pip install .`` alone installed the course package."""
     key_parts = [
-        sys.version,
         (ROOT / "pyproject.toml").read_text(),
         (ROOT / "requirements.txt").read_text(),
         cpu_torch_constraint(),
     ]
-    key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:12]
-    venv = ROOT / "build" / f"packaging-{key}"
-    python = venv / "bin" / "python"
-    if not (venv / ".ready").exists():
-        building = venv.with_name(f"{venv.name}.building-{os.getpid()}")
-        shutil.rmtree(building, ignore_errors=True)
-        try:
-            run([sys.executable, "-m", "venv", str(building)])
-            pip = [str(building / "bin" / "python"), "-m", "pip", "install", "-q"]
-            run([*pip, str(source), *constraints], timeout=1000)
-        except BaseException:
-            shutil.rmtree(building, ignore_errors=True)
-            raise
-        (building / ".ready").write_text(" ".join(constraints))
-        shutil.rmtree(venv, ignore_errors=True)
-        building.rename(venv)  # the venv's scripts use sys.executable paths; keep python -m
+    venv = venv_dir("packaging", *key_parts)
+    python = cached_python(venv, [str(source), *constraints], timeout=1000)
     # The dependencies are cached; the package itself always comes from this working tree.
     pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall"]
     run([*pip, str(source), *constraints], timeout=600)

@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from browser_tools import CHROMIUM, CHROMIUM_ARGS, free_port, why_no_browser
+from browser_tools import free_port, why_no_browser
 from conftest import NOTEBOOKS, ROOT
 from notebook_tools import read, solutions
 from site_tools import built_site
@@ -53,16 +53,6 @@ def server():
     finally:
         httpd.shutdown()
         httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 class Requests:

@@ -27,7 +27,7 @@ from nbclient import NotebookClient
 from venv_tools import cached_venv, kernel_folder, pinned, run
 
 from tools import student
-from tools.exercise_cells import find_exercises
+from tools.exercise_cells import build, find_exercises
 
 NUMPY_HALF = [path for path in NOTEBOOKS if path.name[:2] in {"00", "01", "02", "03", "04"}]
 LIBRARIES = ["numpy", "matplotlib", "seaborn", "ipywidgets", "tqdm", "ipykernel"]
@@ -135,7 +135,7 @@ def test_the_student_copy_runs_without_torch_as_committed_and_solutions_pass(
 ):
     original = nbformat.read(path, as_version=4)
     exercises = find_exercises(original, path)
-    copy = student.build([path])[path.name]
+    copy = build([path], student.student_copy)[path]
     probe = PROBE.replace("SOLUTIONS", json.dumps([e.solution for e in exercises]))
     copy.cells.append(nbformat.v4.new_code_cell(probe))
     monkeypatch.setenv("JUPYTER_PATH", str(kernel))

@@ -1,22 +1,21 @@
 """Virtual environments that tests build once and cache under ``build/``, and kernels for them.
 
-A cached environment is keyed on the Python version and on everything that decides what it
-holds (the pip arguments and the text of the requirement files they name), so editing a pin
-builds a new one. A file ``.ready`` marks a finished build, so an interrupted one is never
-taken for it.
+A cached environment (``tools.venv_cache``) is keyed on the Python version and on everything
+that decides what it holds (the pip arguments and the text of the requirement files they name),
+so editing a pin builds a new one. A file ``.ready`` marks a finished build, so an interrupted
+one is never taken for it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+
+from tools.venv_cache import cached_python, venv_dir
 
 
 def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -34,24 +33,11 @@ def cached_venv(prefix: str, pip_args: list[str], files: list[Path]) -> Path:
     """The python of ``build/<prefix>-<key>``, made by ``pip install <pip_args>`` on first use.
 
     ``files`` are the requirement files that ``pip_args`` name: their text is part of the key.
+    Built in place, not renamed at the end: its scripts (nbgrader runs ``alembic``) hold their
+    own path.
     """
-    texts = [path.read_text() for path in files]
-    key = hashlib.sha256(json.dumps([sys.version, pip_args, texts]).encode()).hexdigest()[:12]
-    venv = ROOT / "build" / f"{prefix}-{key}"
-    if not (venv / ".ready").exists():
-        # Built in place, not renamed at the end: its scripts (nbgrader runs `alembic`) hold
-        # their own path. `.ready` marks a finished build; anything else is built again.
-        shutil.rmtree(venv, ignore_errors=True)
-        try:
-            run([sys.executable, "-m", "venv", str(venv)])
-            # No .pyc at install time (a third less work): modules compile when first imported.
-            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
-            run([*pip, *pip_args], timeout=1200)
-        except BaseException:
-            shutil.rmtree(venv, ignore_errors=True)
-            raise
-        (venv / ".ready").write_text(" ".join(pip_args))
-    return venv / "bin" / "python"
+    venv = venv_dir(prefix, pip_args, [path.read_text() for path in files])
+    return cached_python(venv, pip_args, in_place=True)
 
 
 def pinned(names: list[str]) -> list[str]:

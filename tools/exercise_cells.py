@@ -19,10 +19,13 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+from tools.syllabus import ROOT
 
 SOLUTION_START = "<details><summary>Solution</summary>"
 SOLUTION = re.compile(
@@ -59,6 +62,23 @@ class Exercise:
 
 def read(path: Path) -> nbformat.NotebookNode:
     return nbformat.read(path, as_version=4)
+
+
+def build(
+    paths: list[Path],
+    make: Callable[[nbformat.NotebookNode, list[Exercise]], nbformat.NotebookNode],
+) -> dict[Path, nbformat.NotebookNode]:
+    """``make(notebook, its exercises)`` for every notebook, by path: the student copies and the
+    nbgrader sources. Every notebook is read and its exercises found before any is made, so a
+    :class:`PatternError` comes before anything is written."""
+    notebooks = {path: read(path) for path in paths}
+    exercises = {path: find_exercises(nb, shown(path)) for path, nb in notebooks.items()}
+    return {path: make(notebooks[path], exercises[path]) for path in paths}
+
+
+def shown(path: Path) -> Path:
+    """The path as a message shows it: relative to the repository when inside it."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def find_exercises(nb: nbformat.NotebookNode, path: Path) -> list[Exercise]:

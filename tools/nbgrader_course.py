@@ -3,7 +3,8 @@
 ``python -m tools.nbgrader_course [folder]`` (what ``make nbgrader`` runs; the folder defaults
 to ``build/nbgrader``) writes ``source/<lesson>/<lesson>.ipynb`` for every notebook, and an
 ``nbgrader_config.py`` if the folder has none yet (a teacher's edits to it are kept). Only
-``source/`` is rewritten: the gradebook, submissions and feedback of a running class stay.
+``source/`` is rewritten, and the lesson folders an earlier run made for a notebook since
+renamed are removed from it: the gradebook, submissions and feedback of a running class stay.
 
 In each notebook, every exercise (``tools.exercise_cells``) becomes two cells:
 
@@ -32,12 +33,12 @@ from tools.exercise_cells import (
     STUB_LINE,
     Exercise,
     PatternError,
-    find_exercises,
-    read,
+    build,
+    shown,
     solution_parts,
     stub_parts,
 )
-from tools.syllabus import ROOT, notebook_paths
+from tools.syllabus import NOTEBOOK_GLOB, ROOT, notebook_paths
 
 POINTS = 1  # per exercise
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -76,14 +77,6 @@ def answer_source(exercise: Exercise) -> str:
     lines += [indent + line if line.strip() else "" for line in region]
     lines += [indent + END]
     return "\n".join([*lines, after]).rstrip()
-
-
-def released_source(exercise: Exercise) -> str:
-    """What ``nbgrader generate_assignment`` makes of the answer cell: the course's stub
-    without its ``check(...)`` line."""
-    before, indent, after = stub_parts(exercise)
-    lines = [before] if before else []
-    return "\n".join([*lines, indent + STUB_LINE, after]).rstrip()
 
 
 def graded_source(exercise: Exercise) -> str:
@@ -137,45 +130,59 @@ def source_notebook(nb: nbformat.NotebookNode, exercises: list[Exercise]) -> nbf
     return made
 
 
-def build(paths: list[Path]) -> dict[str, nbformat.NotebookNode]:
-    """Every notebook's nbgrader source by lesson name; a PatternError before any is made."""
-    notebooks = {path: read(path) for path in paths}
-    exercises = {path: find_exercises(nb, _shown(path)) for path, nb in notebooks.items()}
-    return {path.stem: source_notebook(notebooks[path], exercises[path]) for path in paths}
+def write(sources: dict[Path, nbformat.NotebookNode], folder: Path) -> tuple[bool, list[str]]:
+    """Write ``source/<lesson>/<lesson>.ipynb`` and, if missing, the config.
 
-
-def _shown(path: Path) -> Path:
-    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-
-
-def write(sources: dict[str, nbformat.NotebookNode], folder: Path) -> bool:
-    """Write ``source/<lesson>/<lesson>.ipynb`` and, if missing, the config; True if it was."""
-    for lesson, nb in sources.items():
+    Returns whether the config was written, and the lessons of an earlier run whose notebooks
+    were removed (:func:`prune`).
+    """
+    lessons = {path.stem: nb for path, nb in sources.items()}
+    removed = prune(folder / "source", set(lessons))
+    for lesson, nb in lessons.items():
         (folder / "source" / lesson).mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / "source" / lesson / f"{lesson}.ipynb")
     config = folder / "nbgrader_config.py"
     if config.exists():
-        return False
+        return False, removed
     config.write_text(CONFIG)
-    return True
+    return True, removed
+
+
+def prune(source: Path, lessons: set[str]) -> list[str]:
+    """Remove what an earlier run wrote for a lesson not in ``lessons`` (a renamed notebook):
+    its ``source/<lesson>/<lesson>.ipynb``, then the folder if nothing else is in it. Only
+    lesson folders are looked at; the gradebook, submissions and feedback live outside
+    ``source/`` and are never touched. Returns the lessons removed, in order."""
+    removed = []
+    for folder in sorted(source.glob(NOTEBOOK_GLOB.removesuffix(".ipynb"))):
+        notebook = folder / f"{folder.name}.ipynb"
+        if folder.name in lessons or not notebook.is_file():
+            continue
+        notebook.unlink()
+        if not any(folder.iterdir()):
+            folder.rmdir()
+        removed.append(folder.name)
+    return removed
 
 
 def main(argv: list[str]) -> int:
     folder = Path(argv[0]) if argv else ROOT / "build" / "nbgrader"
     try:
-        sources = build(notebook_paths())
+        sources = build(notebook_paths(), source_notebook)
     except PatternError as error:
         print(f"{error}; nothing written", file=sys.stderr)
         return 1
-    wrote_config = write(sources, folder)
+    wrote_config, removed = write(sources, folder)
     count = sum(
         bool(c.metadata.get("nbgrader", {}).get("grade"))
         for nb in sources.values()
         for c in nb.cells
     )
-    shown = _shown(folder.resolve())
-    print(f"{len(sources)} lessons, {count} graded exercises, in {shown}/source")
-    print(f"{shown}/nbgrader_config.py: {'written' if wrote_config else 'kept as it was'}")
+    where = shown(folder.resolve())
+    print(f"{len(sources)} lessons, {count} graded exercises, in {where}/source")
+    for lesson in removed:
+        print(f"{where}/source/{lesson}/{lesson}.ipynb: removed (no lesson of that name now)")
+    print(f"{where}/nbgrader_config.py: {'written' if wrote_config else 'kept as it was'}")
     return 0
 
 

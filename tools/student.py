@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools.exercise_cells import Exercise, PatternError, find_exercises, read
+from tools.exercise_cells import Exercise, PatternError, build, shown
 from tools.syllabus import NOTEBOOK_GLOB, ROOT, notebook_paths
 
 NOTE = (
@@ -68,38 +68,27 @@ def _uses(cells: list, exercise: Exercise) -> list[int]:
     return found
 
 
-def build(paths: list[Path]) -> dict[str, nbformat.NotebookNode]:
-    """Every notebook's student copy by file name; a PatternError before any is made."""
-    notebooks = {path: read(path) for path in paths}
-    exercises = {path: find_exercises(nb, _shown(path)) for path, nb in notebooks.items()}
-    return {path.name: student_copy(notebooks[path], exercises[path]) for path in paths}
-
-
-def _shown(path: Path) -> Path:
-    """The path as a message shows it: relative to the repository when inside it."""
-    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-
-
-def write(copies: dict[str, nbformat.NotebookNode], folder: Path) -> None:
-    """Write the copies into the folder, removing older lesson copies no longer made there;
-    nothing else in the folder is touched."""
+def write(copies: dict[Path, nbformat.NotebookNode], folder: Path) -> None:
+    """Write each notebook's copy under its file name, removing older lesson copies no longer
+    made there; nothing else in the folder is touched."""
     folder.mkdir(parents=True, exist_ok=True)
+    names = {path.name for path in copies}
     for stale in folder.glob(NOTEBOOK_GLOB):
-        if stale.name not in copies:
+        if stale.name not in names:
             stale.unlink()
-    for name, nb in copies.items():
-        nbformat.write(nb, folder / name)
+    for path, nb in copies.items():
+        nbformat.write(nb, folder / path.name)
 
 
 def main(argv: list[str]) -> int:
     folder = Path(argv[0]) if argv else ROOT / "build" / "student"
     try:
-        copies = build(notebook_paths())
+        copies = build(notebook_paths(), student_copy)
     except PatternError as error:
         print(f"{error}; nothing written", file=sys.stderr)
         return 1
     write(copies, folder)
-    print(f"{len(copies)} student copies, without solutions, in {_shown(folder.resolve())}")
+    print(f"{len(copies)} student copies, without solutions, in {shown(folder.resolve())}")
     return 0
 
 

@@ -52,11 +52,13 @@ def load_gpu_runs(root: str | Path) -> list[GpuRun]:
         csvs, jsons = sorted(folder.glob("*.csv")), sorted(folder.glob("*.json"))
         if folder.name == "local" or not csvs or not jsons:
             continue
-        table = pd.concat([pd.read_csv(f) for f in csvs], ignore_index=True)
-        for column in ("compiled", "causal"):
-            if column in table:
-                table[column] = table[column].astype(str).str.lower() == "true"
         details = json.loads(jsons[0].read_text())
         device = str(details.get("device_name", "an unnamed device"))
-        runs.append(GpuRun(folder.name, device, details, table))
+        runs.append(GpuRun(folder.name, device, details, read_csvs(csvs)))
     return runs
+
+
+def read_csvs(files: list[Path]) -> pd.DataFrame:
+    """Every CSV of ``files`` as one table; ``compiled`` and ``causal`` read as booleans."""
+    table = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    return table.assign(**table.filter(["compiled", "causal"]).astype(str).isin(["True", "true"]))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -71,6 +73,100 @@ def _online_step():
     ]
 
 
+class _Tiles(NamedTuple):
+    """The tile_step exercise's problem: q, k, v ``(T, d)`` and the scores ``(T, T)``."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scores: np.ndarray
+
+
+TILE_T, TILE_D, TILE_BLOCK = 12, 4, 5  # 12 keys: tiles of 5, 5 and 2
+
+
+def _tile_problem() -> _Tiles:
+    """Seeded q, k, v of 12 tokens of width 4, scaled up so that the maxima move between tiles."""
+    rng = np.random.default_rng(91)
+    q, k, v = rng.standard_normal((3, TILE_T, TILE_D)) * 1.5
+    return _Tiles(q, k, v, q @ k.T / math.sqrt(TILE_D))
+
+
+def _state(out) -> tuple:
+    """The learner's return value, which must be the tuple (m, total, acc)."""
+    assert isinstance(out, tuple) and len(out) == 3, "return the tuple (m, total, acc)"
+    return out
+
+
+def _run_tiles(fn, tiles: _Tiles, mask=None) -> tuple:
+    """``fn`` over the keys tile by tile, from the empty state; the final (m, total, acc)."""
+    T, d = tiles.v.shape
+    m, total, acc = np.full(T, -np.inf), np.zeros(T), np.zeros((T, d))
+    s_all = tiles.scores if mask is None else np.where(mask, tiles.scores, -np.inf)
+    for start in range(0, T, TILE_BLOCK):
+        keys = slice(start, start + TILE_BLOCK)
+        m, total, acc = _state(fn(m, total, acc, s_all[:, keys], tiles.v[keys]))
+    return m, total, acc
+
+
+def _right_shapes(tiles: _Tiles, fn) -> None:
+    T, d = tiles.v.shape
+    scores, v = tiles.scores, tiles.v
+    m, total, acc = _state(
+        fn(np.full(T, -np.inf), np.zeros(T), np.zeros((T, d)), scores[:, :5], v[:5])
+    )
+    assert_shape(m, (T,), "(b_q,)", name="m")
+    assert_shape(total, (T,), "(b_q,)", name="total")
+    assert_shape(acc, (T, d), "(b_q, d_v)", name="acc")
+
+
+def _one_tile_folds(tiles: _Tiles, fn) -> None:
+    """A state as if one tile of 4 keys had been folded in, then a tile with a larger max."""
+    T, d = tiles.v.shape
+    m0, total0, acc0 = np.full(T, 0.5), np.full(T, 2.0), np.tile(np.arange(1.0, d + 1), (T, 1))
+    s, v = tiles.scores[:, :5] + 2.0, tiles.v[:5]  # every row's max now lies above 0.5
+    m_new = np.maximum(m0, s.max(axis=-1))
+    rescale = np.exp(m0 - m_new)
+    p = np.exp(s - m_new[:, None])
+    want = (m_new, total0 * rescale + p.sum(-1), acc0 * rescale[:, None] + p @ v)
+    out = _state(fn(m0.copy(), total0.copy(), acc0.copy(), s, v))
+    got = [np.asarray(x, dtype=float) for x in out]
+    assert got[0].shape == want[0].shape and np.allclose(got[0], want[0]), (
+        "m is off: the new m is the larger of the old m and the tile's own max, per row"
+    )
+    assert got[1].shape == want[1].shape and np.allclose(got[1], want[1]), (
+        "m is right, total is off: the old total times exp(m_old - m_new), plus the sum of "
+        "exp(s - m_new) over the tile (p against the new max)"
+    )
+    assert got[2].shape == want[2].shape and np.allclose(got[2], want[2]), (
+        "m and total are right, acc is off: acc is rescaled by the same exp(m_old - m_new) "
+        "as the total, then p @ v_tile is added, and nothing is divided by the total yet"
+    )
+
+
+def _all_tiles_give_attention(tiles: _Tiles, fn) -> None:
+    m, total, acc = _run_tiles(fn, tiles)
+    expected, _ = scaled_dot_product_attention(tiles.q, tiles.k, tiles.v)
+    got = acc / total[:, None]
+    assert np.allclose(got, expected, atol=1e-12), (
+        f"acc / total after the 3 tiles differs from attention by "
+        f"{np.abs(got - expected).max():.2e}: is acc rescaled like the total?"
+    )
+    assert np.allclose(m, tiles.scores.max(axis=-1)), "m should end as each row's largest score"
+
+
+def _causal_mask_handled(tiles: _Tiles, fn) -> None:
+    causal = np.tril(np.ones((TILE_T, TILE_T), dtype=bool))
+    m, total, acc = _run_tiles(fn, tiles, causal)
+    expected, _ = scaled_dot_product_attention(tiles.q, tiles.k, tiles.v, causal)
+    got = acc / total[:, None]
+    assert np.all(np.isfinite(got)), "a -inf score must give weight 0, not NaN"
+    assert np.allclose(got, expected, atol=1e-12), (
+        f"with -inf scores above the diagonal, acc / total differs from causal attention by "
+        f"{np.abs(got - expected).max():.2e}"
+    )
+
+
 @exercise(
     "tile_step",
     notebook="09",
@@ -81,81 +177,12 @@ def _online_step():
 )
 def _tile_step():
     """Notebook 09, section 5 (Exercises), exercise 2."""
-
-    rng = np.random.default_rng(91)
-    T, d, block = 12, 4, 5  # 12 keys: tiles of 5, 5 and 2
-    q, k, v = rng.standard_normal((3, T, d)) * 1.5
-    scores = q @ k.T / math.sqrt(d)
-
-    def run(fn, mask=None):
-        m, total = np.full(T, -np.inf), np.zeros(T)
-        acc = np.zeros((T, d))
-        s_all = scores if mask is None else np.where(mask, scores, -np.inf)
-        for start in range(0, T, block):
-            out = fn(m, total, acc, s_all[:, start : start + block], v[start : start + block])
-            assert isinstance(out, tuple) and len(out) == 3, "return the tuple (m, total, acc)"
-            m, total, acc = out
-        return m, total, acc
-
-    def returns_the_right_shapes(fn):
-        out = fn(np.full(T, -np.inf), np.zeros(T), np.zeros((T, d)), scores[:, :5], v[:5])
-        assert isinstance(out, tuple) and len(out) == 3, "return the tuple (m, total, acc)"
-        m, total, acc = out
-        assert_shape(m, (T,), "(b_q,)", name="m")
-        assert_shape(total, (T,), "(b_q,)", name="total")
-        assert_shape(acc, (T, d), "(b_q, d_v)", name="acc")
-
-    def folds_one_tile_into_a_kept_state(fn):
-        # a state as if one tile of 4 keys had been folded in, then a tile with a larger max
-        m0 = np.full(T, 0.5)
-        total0 = np.full(T, 2.0)
-        acc0 = np.tile(np.arange(1.0, d + 1), (T, 1))
-        s = scores[:, :5] + 2.0  # every row's max now lies above 0.5
-        m_new = np.maximum(m0, s.max(axis=-1))
-        rescale = np.exp(m0 - m_new)
-        p = np.exp(s - m_new[:, None])
-        want = (m_new, total0 * rescale + p.sum(-1), acc0 * rescale[:, None] + p @ v[:5])
-        out = fn(m0.copy(), total0.copy(), acc0.copy(), s, v[:5])
-        assert isinstance(out, tuple) and len(out) == 3, "return the tuple (m, total, acc)"
-        got = [np.asarray(x, dtype=float) for x in out]
-        assert got[0].shape == want[0].shape and np.allclose(got[0], want[0]), (
-            "m is off: the new m is the larger of the old m and the tile's own max, per row"
-        )
-        assert got[1].shape == want[1].shape and np.allclose(got[1], want[1]), (
-            "m is right, total is off: the old total times exp(m_old - m_new), plus the sum of "
-            "exp(s - m_new) over the tile (p against the new max)"
-        )
-        assert got[2].shape == want[2].shape and np.allclose(got[2], want[2]), (
-            "m and total are right, acc is off: acc is rescaled by the same exp(m_old - m_new) "
-            "as the total, then p @ v_tile is added, and nothing is divided by the total yet"
-        )
-
-    def equals_attention_over_all_tiles(fn):
-        m, total, acc = run(fn)
-        expected, _ = scaled_dot_product_attention(q, k, v)
-        got = acc / total[:, None]
-        assert np.allclose(got, expected, atol=1e-12), (
-            f"acc / total after the 3 tiles differs from attention by "
-            f"{np.abs(got - expected).max():.2e}: is acc rescaled like the total?"
-        )
-        assert np.allclose(m, scores.max(axis=-1)), "m should end as each row's largest score"
-
-    def handles_a_causal_mask(fn):
-        causal = np.tril(np.ones((T, T), dtype=bool))
-        m, total, acc = run(fn, causal)
-        expected, _ = scaled_dot_product_attention(q, k, v, causal)
-        got = acc / total[:, None]
-        assert np.all(np.isfinite(got)), "a -inf score must give weight 0, not NaN"
-        assert np.allclose(got, expected, atol=1e-12), (
-            f"with -inf scores above the diagonal, acc / total differs from causal attention by "
-            f"{np.abs(got - expected).max():.2e}"
-        )
-
+    tiles = _tile_problem()
     return [
-        ("m and total are (b_q,), acc is (b_q, d_v)", returns_the_right_shapes),
-        ("one tile folds into a kept state: m, total, acc", folds_one_tile_into_a_kept_state),
-        ("three tiles give exact attention", equals_attention_over_all_tiles),
-        ("-inf scores (a causal mask) are handled", handles_a_causal_mask),
+        ("m and total are (b_q,), acc is (b_q, d_v)", partial(_right_shapes, tiles)),
+        ("one tile folds into a kept state: m, total, acc", partial(_one_tile_folds, tiles)),
+        ("three tiles give exact attention", partial(_all_tiles_give_attention, tiles)),
+        ("-inf scores (a causal mask) are handled", partial(_causal_mask_handled, tiles)),
     ]
 
 

@@ -112,14 +112,15 @@ class BlockAllocator:
         table, size = self.tables[seq], self.block_size
         return [table[t // size] * size + t % size for t in range(start, stop)]
 
-    def used_slots(self) -> int:
-        """Token slots that hold a token, counting a shared block's tokens once."""
-        filled: dict[int, int] = {}
+    def filled(self) -> list[int]:
+        """Per block, its slots that hold a token (a shared block's tokens counted once): what
+        notebook 12's pool picture colours, and the rest of each held block is waste."""
+        filled = [0] * self.num_blocks
         for seq, table in self.tables.items():
             for i, block in enumerate(table):
                 tokens = min(self.block_size, self.lengths[seq] - i * self.block_size)
-                filled[block] = max(filled.get(block, 0), tokens)
-        return sum(filled.values())
+                filled[block] = max(filled[block], tokens)
+        return filled
 
 
 class PagedKVCache:
@@ -150,10 +151,6 @@ class PagedKVCache:
     def nbytes(self) -> int:
         """Bytes of the whole pool, used or not: what a server reserves up front."""
         return self.keys.nbytes + self.values.nbytes
-
-    def bytes_per_slot(self) -> int:
-        """Bytes one token takes in every layer: keys and values."""
-        return self.nbytes // (self.allocator.num_blocks * self.block_size)
 
     def append(self, seq: Hashable) -> int:
         """Reserve the slot of the sequence's next token, copying a shared block first."""

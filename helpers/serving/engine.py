@@ -182,15 +182,10 @@ class Engine:
         """Per block: the requests that hold it, and how many of its slots are filled."""
         allocator = self.cache.allocator
         owners: list[list[int]] = [[] for _ in range(allocator.num_blocks)]
-        filled = [0] * allocator.num_blocks
         for rid, table in allocator.tables.items():
-            for i, block in enumerate(table):
+            for block in table:
                 owners[block].append(rid)
-                tokens = min(
-                    allocator.block_size, allocator.lengths[rid] - i * allocator.block_size
-                )
-                filled[block] = max(filled[block], tokens)
-        return [tuple(o) for o in owners], filled
+        return [tuple(o) for o in owners], allocator.filled()
 
 
 def _flat(lists) -> Tensor:

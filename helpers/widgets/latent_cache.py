@@ -1,122 +1,28 @@
-"""Notebook 13's counts and explorer: cache bytes and decode FLOPs of MHA, GQA, MQA and MLA.
+"""Notebook 13's explorer: cache bytes and decode FLOPs of MHA, GQA, MQA and MLA.
 
-* :func:`cache_bytes_per_token` counts what one token adds to one layer's cache, at 16, 8 or 4
-  bits (quantised slices carry one float16 scale each);
-* :func:`mla_step_flops` counts one MLA layer's work for ``new_tokens`` tokens read after
-  ``cached_tokens``, with per-head keys rebuilt (naive) or with ``kv_b_proj`` absorbed;
-* :func:`render_cache_frontier` draws, at DeepSeek-V2's attention sizes, the cache of a long
-  text and every variant's bytes against FLOPs per cached token, with GPUs' balance lines.
-
-Everything is counted, nothing is timed, so every redraw shows the same numbers everywhere.
+:func:`render_cache_frontier` draws, at DeepSeek-V2's attention sizes, the cache of a long text
+and every variant's bytes against FLOPs per cached token, with GPUs' balance lines. The numbers
+are :mod:`helpers.mla_counts`' counts: nothing is timed, so every redraw shows the same numbers
+everywhere.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from helpers.bench.peaks import BANDWIDTH_GB_S, peak_tflops
-from helpers.validation import require_non_negative_int, require_positive_int
-
-BITS = (16, 8, 4)
-SCALE_BYTES = 2  # one float16 scale per separately scaled slice of a token (per head, K and V)
-
-
-@dataclass(frozen=True)
-class MLAShape:
-    """The sizes of one MLA layer, and the number of layers."""
-
-    d_model: int
-    num_heads: int
-    kv_latent_dim: int
-    nope_dim: int
-    rope_dim: int
-    v_dim: int
-    layers: int
-
-
-# DeepSeek-V2 (236B), as published in its paper and in the configuration of DeepSeek's inference
-# code (deepseek-ai/DeepSeek-V3, inference/configs/config_236B.json): dim 5120, n_heads 128,
-# kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128, n_layers 60.
-DEEPSEEK_V2 = MLAShape(5120, 128, 512, 128, 64, 128, 60)
-
-
-def cache_bytes_per_token(widths: Sequence[int], bits: int = 16) -> float:
-    """Bytes one token adds to one layer's cache: ``widths`` are the numbers of each slice that
-    gets its own scale when quantised (GQA: d_k for each of 2 h_kv heads; MLA: the latent and
-    the rope key). 16 bits: 2 bytes a number; 8 or 4 bits: ``bits / 8`` bytes a number plus
-    :data:`SCALE_BYTES` per slice."""
-    if bits not in BITS:
-        raise ValueError(f"bits must be one of {BITS}, got {bits!r}")
-    numbers = sum(require_positive_int("width", w) for w in widths)
-    if bits == 16:
-        return 2.0 * numbers
-    return numbers * bits / 8 + SCALE_BYTES * len(widths)
-
-
-def gqa_widths(num_kv_heads: int, d_k: int) -> list[int]:
-    """A GQA token's cached slices: a key and a value of d_k numbers for each KV head."""
-    return [require_positive_int("d_k", d_k)] * (
-        2 * require_positive_int("num_kv_heads", num_kv_heads)
-    )
-
-
-def mla_widths(kv_latent_dim: int, rope_dim: int) -> list[int]:
-    """An MLA token's cached slices: the latent and the shared rope key."""
-    return [
-        require_positive_int("kv_latent_dim", kv_latent_dim),
-        require_positive_int("rope_dim", rope_dim),
-    ]
-
-
-def mla_step_flops(shape: MLAShape, cached_tokens: int, absorb: bool, new_tokens: int = 1) -> int:
-    """FLOPs of one MLA layer reading ``new_tokens`` tokens over a cache that already holds
-    ``cached_tokens`` (B = 1). Their attention covers ``T = cached_tokens + new_tokens`` tokens:
-    a decode step is ``new_tokens = 1``, reading a prompt from an empty cache ``cached_tokens = 0``.
-
-    Both forms project the new tokens: ``q_proj``, ``kv_a_proj_with_mqa`` and ``o_proj``. The
-    naive form then rebuilds the keys and values of all ``T`` tokens (``2 T c h (nope + v)``) and
-    attends with them (``2 h T_new T (nope + rope)`` for the scores, ``2 h T_new T v`` for the
-    values). The absorbed form folds W_UK into each new query (``2 h T_new nope c``), scores
-    over the latent and the rope key (``2 h T_new T (c + rope)``), sums latents
-    (``2 h T_new T c``) and unfolds W_UV (``2 h T_new c v``). The whole ``T_new x T`` rectangle
-    is counted, as a masked kernel computes it.
-    """
-    past = require_non_negative_int("cached_tokens", cached_tokens)
-    n = require_positive_int("new_tokens", new_tokens)
-    T = past + n
-    D, h, c = shape.d_model, shape.num_heads, shape.kv_latent_dim
-    nope, rope, v = shape.nope_dim, shape.rope_dim, shape.v_dim
-    projections = 2 * n * D * (h * (nope + rope) + c + rope + h * v)
-    if absorb:
-        return projections + 2 * h * n * (nope * c + T * (2 * c + rope) + c * v)
-    return projections + 2 * T * c * h * (nope + v) + 2 * h * n * T * (nope + rope + v)
-
-
-def flops_per_cached_token(shape: MLAShape, variant: str) -> int:
-    """Attention FLOPs one decode step spends per cached token, by ``variant``:
-
-    ``"gqa"`` (any h_kv: each query head reads a key and a value of width ``v_dim``), ``"mla
-    absorbed"`` and ``"mla naive"`` (which rebuilds the token's keys and values first).
-    """
-    h, c, nope, rope, v = (shape.num_heads, shape.kv_latent_dim, shape.nope_dim,
-                           shape.rope_dim, shape.v_dim)  # fmt: skip
-    counts = {
-        "gqa": 4 * h * v,
-        "mla absorbed": 2 * h * (2 * c + rope),
-        "mla naive": 2 * c * h * (nope + v) + 2 * h * (nope + rope + v),
-    }
-    if variant not in counts:
-        raise ValueError(f"variant must be one of {tuple(counts)}, got {variant!r}")
-    return counts[variant]
-
-
-# --- the explorer ----------------------------------------------------------------------------
+from helpers.mla_counts import (
+    BITS,
+    DEEPSEEK_V2,
+    flops_per_cached_token,
+    gpu_balances,
+    gqa_bytes_per_token,
+    mla_bytes_per_token,
+)
 
 LATENT_SIZES = (64, 128, 256, 512, 1024, 2048)
 KV_HEADS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -140,14 +46,11 @@ def frontier_points(
     shape = replace(DEEPSEEK_V2, kv_latent_dim=kv_latent_dim)
     h, d = shape.num_heads, shape.v_dim
     gqa = flops_per_cached_token(shape, "gqa")
-    mla_bytes = cache_bytes_per_token(mla_widths(kv_latent_dim, shape.rope_dim), bits)
+    mla_bytes = mla_bytes_per_token(kv_latent_dim, shape.rope_dim, bits)
     return {
-        f"MHA (h_kv = {h})": (cache_bytes_per_token(gqa_widths(h, d), bits), gqa),
-        f"GQA (h_kv = {num_kv_heads})": (
-            cache_bytes_per_token(gqa_widths(num_kv_heads, d), bits),
-            gqa,
-        ),
-        "MQA (h_kv = 1)": (cache_bytes_per_token(gqa_widths(1, d), bits), gqa),
+        f"MHA (h_kv = {h})": (gqa_bytes_per_token(h, d, bits), gqa),
+        f"GQA (h_kv = {num_kv_heads})": (gqa_bytes_per_token(num_kv_heads, d, bits), gqa),
+        "MQA (h_kv = 1)": (gqa_bytes_per_token(1, d, bits), gqa),
         f"MLA absorbed (d_c = {kv_latent_dim})": (
             mla_bytes,
             flops_per_cached_token(shape, "mla absorbed"),
@@ -157,15 +60,6 @@ def frontier_points(
             flops_per_cached_token(shape, "mla naive"),
         ),
     }
-
-
-def gpu_balances() -> dict[str, float]:
-    """FLOPs per byte each GPU of notebook 08's table can do: dense 16-bit peak / bandwidth."""
-    out = {}
-    for label, (device, gb_per_s) in BANDWIDTH_GB_S.items():
-        peak = peak_tflops(device, "bfloat16") or peak_tflops(device, "float16")
-        out[label] = peak * 1e12 / (gb_per_s * 1e9)
-    return out
 
 
 # One colour and one marker per variant, told apart without colour too: seaborn's colorblind

@@ -98,43 +98,60 @@ def render_heads_split(num_heads: int, world_size: int) -> tuple[Figure, str]:
     of notebook 11, section 1 (Why heads split cleanly).
     """
     row_owner, column_owner = head_owners(num_heads, world_size)
-    D, colours = num_heads * D_K, rank_colours(world_size)
-    cmap = ListedColormap(colours)
+    colours = rank_colours(world_size)
     fig, (left, right) = plt.subplots(
         1, 2, figsize=(9, 4.6), gridspec_kw={"width_ratios": [1, 1.4]}
     )
-    left.imshow(np.repeat(row_owner[:, None], D, axis=1), cmap=cmap, vmin=-0.5,
-                vmax=world_size - 0.5, aspect="auto", interpolation="nearest")  # fmt: skip
+    _draw_qkv_rows(left, row_owner, num_heads, ListedColormap(colours))
+    _draw_out_columns(right, column_owner, num_heads, ListedColormap(colours))
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours]
+    right.legend(handles, [f"rank {r}" for r in range(world_size)], loc="upper left",
+                 bbox_to_anchor=(1.02, 1.0), frameon=False)  # fmt: skip
+    fig.subplots_adjust(left=0.08, right=0.84, bottom=0.2, wspace=0.35)
+    return fig, _heads_caption(row_owner, column_owner, num_heads, world_size)
+
+
+def _draw_qkv_rows(ax, row_owner: np.ndarray, num_heads: int, cmap: ListedColormap) -> None:
+    """``qkv_proj.weight`` by rows: Q, K and V parted by black lines, heads by white ones."""
+    D, world_size = num_heads * D_K, cmap.N  # one colour per rank
+    ax.imshow(np.repeat(row_owner[:, None], D, axis=1), cmap=cmap, vmin=-0.5,
+              vmax=world_size - 0.5, aspect="auto", interpolation="nearest")  # fmt: skip
     for boundary in (D, 2 * D):
-        left.axhline(boundary - 0.5, color="black", lw=2)
+        ax.axhline(boundary - 0.5, color="black", lw=2)
     for head_edge in range(0, 3 * D, D_K):
-        left.axhline(head_edge - 0.5, color="white", lw=0.6)
+        ax.axhline(head_edge - 0.5, color="white", lw=0.6)
     ticks = [
         part * D + head * D_K + (D_K - 1) / 2 for part in range(3) for head in range(num_heads)
     ]
     labels = [f"{'qkv'[part]}{head}" for part in range(3) for head in range(num_heads)]
-    left.set_yticks(ticks, labels, fontsize=7 if num_heads > 4 else 9)
-    left.set_xticks([])
-    left.set(xlabel=f"input feature (D = {D})", title=f"qkv_proj.weight ({3 * D}, {D}): rows")
-    right.imshow(np.repeat(column_owner[None, :], D, axis=0), cmap=cmap, vmin=-0.5,
-                 vmax=world_size - 0.5, aspect="auto", interpolation="nearest")  # fmt: skip
+    ax.set_yticks(ticks, labels, fontsize=7 if num_heads > 4 else 9)
+    ax.set_xticks([])
+    ax.set(xlabel=f"input feature (D = {D})", title=f"qkv_proj.weight ({3 * D}, {D}): rows")
+
+
+def _draw_out_columns(ax, column_owner: np.ndarray, num_heads: int, cmap: ListedColormap) -> None:
+    """``out_proj.weight`` by columns: the heads side by side, parted by white lines."""
+    D, world_size = num_heads * D_K, cmap.N  # one colour per rank
+    ax.imshow(np.repeat(column_owner[None, :], D, axis=0), cmap=cmap, vmin=-0.5,
+              vmax=world_size - 0.5, aspect="auto", interpolation="nearest")  # fmt: skip
     for head_edge in range(0, D, D_K):
-        right.axvline(head_edge - 0.5, color="white", lw=0.6)
-    right.set_xticks(
+        ax.axvline(head_edge - 0.5, color="white", lw=0.6)
+    ax.set_xticks(
         [h * D_K + (D_K - 1) / 2 for h in range(num_heads)],
         [f"head {h}" for h in range(num_heads)],
         rotation=90 if num_heads > 4 else 0,
         fontsize=8,
     )
-    right.set_yticks([])
-    right.set(ylabel=f"output feature (D = {D})", title=f"out_proj.weight ({D}, {D}): columns",
-              xlabel="input feature: the heads side by side")  # fmt: skip
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours]
-    right.legend(handles, [f"rank {r}" for r in range(world_size)], loc="upper left",
-                 bbox_to_anchor=(1.02, 1.0), frameon=False)  # fmt: skip
-    fig.subplots_adjust(left=0.08, right=0.84, bottom=0.2, wspace=0.35)
+    ax.set_yticks([])
+    ax.set(ylabel=f"output feature (D = {D})", title=f"out_proj.weight ({D}, {D}): columns",
+           xlabel="input feature: the heads side by side")  # fmt: skip
 
-    per_rank = num_heads // world_size
+
+def _heads_caption(
+    row_owner: np.ndarray, column_owner: np.ndarray, num_heads: int, world_size: int
+) -> str:
+    """Every rank's heads, rows, columns and share of the weights, then what adds them up."""
+    D, per_rank = num_heads * D_K, num_heads // world_size
     total = 3 * D * D + D * D
     heads_each = f"{per_rank} head{'s' if per_rank > 1 else ''} each"
     lines = [
@@ -153,7 +170,7 @@ def render_heads_split(num_heads: int, world_size: int) -> tuple[Figure, str]:
         if world_size > 1
         else "one rank holds every head: its output is the layer's, with nothing to all-reduce"
     )
-    return fig, "\n".join(lines)
+    return "\n".join(lines)
 
 
 # --- ring attention: sequence blocks ----------------------------------------------------------

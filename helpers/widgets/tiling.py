@@ -186,14 +186,7 @@ def render_tiling(block_q: int, block_k: int, is_causal: bool, row: int) -> tupl
 
     The explorer of notebook 09, section 2 (Explore: tiles and the running statistics).
     """
-    block_q = require_positive_int("block_q", block_q)
-    block_k = require_positive_int("block_k", block_k)
-    require_bool("is_causal", is_causal)
-    if isinstance(row, (bool, np.bool_)) or not isinstance(row, (int, np.integer)):
-        raise TypeError(f"row must be an int, got {type(row).__name__} {row!r}")
-    if not 0 <= row < T:
-        raise ValueError(f"row must be a query row in 0..{T - 1}, got {row!r}")
-    row = int(row)
+    block_q, block_k, row = _check_tiling(block_q, block_k, is_causal, row)
     grid = tile_grid(T, T, block_q, block_k, is_causal)
     steps = row_trace(demo_scores()[row], row, block_q, block_k, is_causal)
 
@@ -201,9 +194,26 @@ def render_tiling(block_q: int, block_k: int, is_causal: bool, row: int) -> tupl
     ax = fig.add_axes((0.05, 0.2, 0.36, 0.72))
     _draw_grid(ax, grid, block_q, block_k, is_causal, row)
     counts = {kind: int((grid == kind).sum()) for kind in KINDS}
-    ran = counts["full"] + counts["masked"]
-    ax.set_title(f"{ran} of {grid.size} tiles run", fontsize=10)
+    ax.set_title(f"{counts['full'] + counts['masked']} of {grid.size} tiles run", fontsize=10)
+    _draw_trace(fig, steps, row)
+    return fig, _caption(counts, (block_q, block_k), is_causal, row, steps)
 
+
+def _check_tiling(block_q: int, block_k: int, is_causal: bool, row: int) -> tuple[int, int, int]:
+    """The explorer's arguments, checked: positive block sizes, a flag, a query row of T."""
+    block_q = require_positive_int("block_q", block_q)
+    block_k = require_positive_int("block_k", block_k)
+    require_bool("is_causal", is_causal)
+    if isinstance(row, (bool, np.bool_)) or not isinstance(row, (int, np.integer)):
+        raise TypeError(f"row must be an int, got {type(row).__name__} {row!r}")
+    if not 0 <= row < T:
+        raise ValueError(f"row must be a query row in 0..{T - 1}, got {row!r}")
+    return block_q, block_k, int(row)
+
+
+def _draw_trace(fig: Figure, steps: list[TileStep], row: int) -> None:
+    """Three panels, one point per key tile: the running max (and each tile's own max), the
+    rescale factor, and the running sum."""
     x = np.arange(len(steps))
     names = [f"{s.start}-{s.stop - 1}" for s in steps]
     panels = (
@@ -229,9 +239,21 @@ def render_tiling(block_q: int, block_k: int, is_causal: bool, row: int) -> tupl
         part.tick_params(axis="y", labelsize=8)
     part.set_xlabel(f"key tiles visited by query row {row}", fontsize=9)
 
+
+def _caption(
+    counts: dict[str, int],
+    blocks: tuple[int, int],
+    is_causal: bool,
+    row: int,
+    steps: list[TileStep],
+) -> str:
+    """The tiles that run and are skipped, the row's statistics per tile, and the check that
+    they end as the two-pass softmax's max and sum."""
+    block_q, block_k = blocks
+    ran, size = counts["full"] + counts["masked"], sum(counts.values())
     mode = "causal" if is_causal else "no mask"
     lines = [
-        f"T = {T}, block_q = {block_q}, block_k = {block_k}, {mode}: {ran} of {grid.size} tiles "
+        f"T = {T}, block_q = {block_q}, block_k = {block_k}, {mode}: {ran} of {size} tiles "
         f"run ({counts['masked']} masked inside), {counts['skipped']} skipped",
         f"query row {row} (its block holds rows {(row // block_q) * block_q}-"
         f"{min((row // block_q + 1) * block_q, T) - 1}) visits {len(steps)} key "
@@ -250,4 +272,4 @@ def render_tiling(block_q: int, block_k: int, is_causal: bool, row: int) -> tupl
         f"after the last tile: m = max of the row ({steps[-1].m == visible.max()}), "
         f"total = sum of exp(score - m) ({math.isclose(steps[-1].total, two_pass, rel_tol=1e-12)})"
     )
-    return fig, "\n".join(lines)
+    return "\n".join(lines)
