@@ -795,6 +795,12 @@ BAD = {
                 "lengths must be 0 or more, got -5",
             ),
             ("float_lengths", ([2.5, 3.0], 10, 4), TypeError, "lengths must hold integers"),
+            (
+                "a_length_past_max_len",
+                ([50, 3], 10),
+                ValueError,
+                "lengths must be at most max_len = 10, got 50",
+            ),
         )
     },
     **{

@@ -36,8 +36,14 @@ def reserved_tokens(lengths: np.ndarray, max_len: int, block_size: int | None = 
     validation.require_integer_tensor("lengths", lengths, "(n,)")
     if lengths.size and lengths.min() < 0:
         raise ValueError(f"lengths must be 0 or more, got {lengths.min()} in shape {lengths.shape}")
+    max_len = validation.require_positive_int("max_len", max_len)
+    if lengths.size and lengths.max() > max_len:  # no request outgrows what is reserved for it
+        raise ValueError(
+            f"lengths must be at most max_len = {max_len}, got {lengths.max()} in shape "
+            f"{lengths.shape}"
+        )
     if block_size is None:
-        return int(len(lengths) * validation.require_positive_int("max_len", max_len))
+        return int(len(lengths) * max_len)
     size = validation.require_positive_int("block_size", block_size)
     return int((-(-lengths // size) * size).sum())
 
