@@ -77,6 +77,14 @@ def tensor_parallel_shards(module: FusedMultiHeadAttention, world_size: int) -> 
     return shards
 
 
+def rank_masks(mask: Tensor | None, world_size: int) -> list[Tensor | None]:
+    """One mask per rank: the same mask for all, or each rank's heads ``(B, h/n, T_q, T_k)`` of
+    a per-head mask ``(B, h, T_q, T_k)`` (notebook 11)."""
+    if mask is not None and mask.ndim == 4 and mask.shape[1] > 1:
+        return list(mask.tensor_split(world_size, dim=1))
+    return [mask] * world_size
+
+
 def tensor_parallel_forward(
     module: FusedMultiHeadAttention,
     x: Tensor,
@@ -95,9 +103,7 @@ def tensor_parallel_forward(
                                    module.out_proj.weight, names=("x",),
                                    is_causal=is_causal)  # fmt: skip
     out_bias = None if module.out_proj.bias is None else module.out_proj.bias.detach()
-    masks = [mask] * len(shards)  # one per rank: the same mask, or each rank's heads of it
-    if mask is not None and mask.ndim == 4 and mask.shape[1] > 1:
-        masks = list(mask.tensor_split(len(shards), dim=1))  # (B, h/n, T_q, T_k) each
+    masks = rank_masks(mask, len(shards))
     args = (shards, out_bias, x.detach(), masks, module.num_heads // len(shards), is_causal)
     return spawn(_tensor_parallel_worker, world_size, args)[0]
 

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from helpers import validation
-from helpers.parallel import spawn, tensor_parallel_shards
+from helpers.parallel import rank_masks, spawn, tensor_parallel_shards
 from helpers.torch_attention import FusedMultiHeadAttention
 
 
@@ -60,9 +60,7 @@ def torch_tensor_parallel_forward(
                                    is_causal=is_causal)  # fmt: skip
     sizes = (module.d_model, module.num_heads, module.qkv_proj.bias is not None)
     state = {name: t.detach() for name, t in ordered.state_dict().items()}
-    masks = [mask] * world_size  # one per rank: the same mask, or each rank's heads of it
-    if mask is not None and mask.ndim == 4 and mask.shape[1] > 1:
-        masks = list(mask.tensor_split(world_size, dim=1))  # (B, h/n, T_q, T_k) each
+    masks = rank_masks(mask, world_size)
     return spawn(_plan_worker, world_size, (sizes, state, x.detach(), masks, is_causal))[0]
 
 
