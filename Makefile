@@ -23,9 +23,12 @@ lint: setup
 	$(PY) -m ruff check helpers tools benchmarks tests notebooks docs
 	$(PY) -m ruff format --check helpers tools benchmarks tests notebooks docs
 
+# Test files are shared among up to four processes (pytest-xdist), each file run by one of them.
+PARALLEL := -n auto --maxprocesses=4 --dist loadfile
+
 test: lint
-	$(PY) -m pytest tests
-	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
+	$(PY) -m pytest $(PARALLEL) tests
+	$(PY) -m pytest $(PARALLEL) --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
 
 notebooks: setup
 	$(PY) -m tools.run_notebooks notebooks/*.ipynb

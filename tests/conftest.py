@@ -20,6 +20,16 @@ os.environ.setdefault("COURSE_DEVICE", "cpu")
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's torch gets its share of the cores, not all of them:
+    threads beyond the cores wait on one another."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 @pytest.fixture(autouse=True)
 def _close_figures():
     """Each test starts and ends with no open matplotlib figure."""

@@ -2,26 +2,41 @@
 
 The site is built by ``tools.site.build`` (Sphinx in the docs environment of ``tools.docs_env``,
 made once under ``build/`` and reused) into ``build/test-site/``, where it can be looked at.
+Test processes running side by side (pytest-xdist) build it once between them: the first builds
+it under a file lock and signs it with the run's id, the others find it signed.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
+import uuid
 from html.parser import HTMLParser
 from pathlib import Path
 
 from conftest import ROOT
+from filelock import FileLock
 
 from tools import site
 
 OUT = ROOT / "build" / "test-site"
 
 
+# pytest-xdist gives every worker of one run the same id; a run without it has its own.
+RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+
+
 @functools.cache
 def built_site() -> Path:
-    """The site built from this working tree, once per test process."""
-    site.build(OUT)
+    """The site built from this working tree, once per test run."""
+    signature = OUT.with_name(f"{OUT.name}.run")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(OUT.with_name(f"{OUT.name}.lock")):
+        if not signature.exists() or signature.read_text() != RUN:
+            signature.unlink(missing_ok=True)
+            site.build(OUT)
+            signature.write_text(RUN)
     return OUT
 
 

@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from filelock import FileLock
+
 from tools.syllabus import ROOT
 
 
@@ -35,8 +37,15 @@ def cached_python(
     venv: Path, pip_args: list[str], in_place: bool = False, timeout: float = 1200
 ) -> Path:
     """The python of ``venv``, made first by ``pip install <pip_args>`` unless it is ready."""
-    if (venv / ".ready").exists():
-        return venv / "bin" / "python"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(venv.with_name(f"{venv.name}.lock")):
+        if not (venv / ".ready").exists():
+            build(venv, pip_args, in_place, timeout)
+    return venv / "bin" / "python"
+
+
+def build(venv: Path, pip_args: list[str], in_place: bool, timeout: float) -> None:
+    """``pip install <pip_args>`` into a new ``venv``, marked ``.ready`` once complete."""
     building = venv if in_place else venv.with_name(f"{venv.name}.building-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
     try:
@@ -51,7 +60,6 @@ def cached_python(
     if building != venv:
         shutil.rmtree(venv, ignore_errors=True)
         building.rename(venv)
-    return venv / "bin" / "python"
 
 
 def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
