@@ -136,7 +136,8 @@ class MultiHeadLatentAttention(nn.Module):
             mask = torch.from_numpy(causal_mask_lower_right(T_new, cache.length)).to(x.device)
         attend = self._attend_absorbed if absorb else self._attend_naive
         heads = attend(q_nope, q_rope, cache, mask)  # (B, h, T_new, v_dim)
-        return self.o_proj(heads.transpose(1, 2).reshape(B, T_new, -1)), cache
+        heads = heads.transpose(1, 2).reshape(B, T_new, self.num_heads * self.v_dim)
+        return self.o_proj(heads), cache
 
     # --- the pieces, in the order forward uses them -------------------------------------------
 
@@ -187,16 +188,18 @@ class MultiHeadLatentAttention(nn.Module):
         B, h, T_new, _ = q_nope.shape
         w_uk, w_uv = self.absorbed_weights()
         weights = self._latent_weights(q_nope @ w_uk, q_rope, cache, mask)  # (B, h, T_new, T)
-        out_latent = weights.reshape(B, h * T_new, -1) @ cache.latent  # (B, h T_new, d_c)
-        out_latent = out_latent.view(B, h, T_new, -1)  # each head's weighted sum of latents
+        T = cache.length
+        out_latent = weights.reshape(B, h * T_new, T) @ cache.latent  # (B, h T_new, d_c)
+        out_latent = out_latent.view(B, h, T_new, self.kv_latent_dim)  # per head, a sum of latents
         return out_latent @ w_uv.transpose(-2, -1)  # (B, h, T_new, v_dim)
 
     def _latent_weights(self, q_latent, q_rope, cache: LatentCache, mask) -> Tensor:
         """softmax of content scores over the latent plus position scores over the rope key."""
         B, h, T_new, _ = q_latent.shape
-        content = q_latent.reshape(B, h * T_new, -1) @ cache.latent.transpose(-2, -1)
-        position = q_rope.reshape(B, h * T_new, -1) @ cache.rope_key.transpose(-2, -1)
-        scores = ((content + position) * self.scale).view(B, h, T_new, -1)  # (B, h, T_new, T)
+        c, r, T = self.kv_latent_dim, self.rope_dim, cache.length
+        content = q_latent.reshape(B, h * T_new, c) @ cache.latent.transpose(-2, -1)
+        position = q_rope.reshape(B, h * T_new, r) @ cache.rope_key.transpose(-2, -1)
+        scores = ((content + position) * self.scale).view(B, h, T_new, T)  # (B, h, T_new, T)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         return scores.softmax(dim=-1)

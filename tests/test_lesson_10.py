@@ -113,6 +113,15 @@ def test_the_shipped_model_has_a_previous_token_head_feeding_induction_heads():
     check_circuit(training.load_trained())
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32])
+def test_token_ids_of_any_integer_dtype_give_what_int64_ids_give(dtype):
+    model = training.load_trained()
+    ids = data.repeated_sequences(2, HALF, model.token_embedding.num_embeddings, seed=3)[0]
+    expected, _ = model(ids.long())
+    logits, _ = model(ids.to(dtype))
+    assert torch.equal(logits, expected)
+
+
 def test_the_training_command_reproduces_a_model_that_passes_the_same_checks(tmp_path):
     out = tmp_path / "weights.pt"
     subprocess.run([sys.executable, "-m", "tools.train_induction", "--out", str(out)],
@@ -152,6 +161,11 @@ BAD = {
         lambda: training.make_model()(torch.zeros(5, dtype=torch.long)),
         ValueError,
         r"tokens must have shape \(B, T\), got shape \(5,\)",
+    ),
+    "tokens_on_another_device": (
+        lambda: training.make_model()(torch.zeros(1, 4, dtype=torch.long, device="meta")),
+        ValueError,
+        r"tokens are on meta but the model is on cpu, shape \(1, 4\)",
     ),
 }
 

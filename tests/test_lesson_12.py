@@ -594,6 +594,14 @@ POOL = torch.zeros(4, 2, 3, 8)
 Q = torch.zeros(2, 4, 8)
 TABLES, LENS = torch.tensor([[0, 1], [2, -1]]), torch.tensor([6, 2])
 
+
+def held_one() -> BlockAllocator:
+    """An allocator that holds one sequence, 'a'."""
+    allocator = BlockAllocator(4, 2)
+    allocator.allocate("a", 3)
+    return allocator
+
+
 BAD = {
     "a_block_table_past_the_pool": (
         lambda: paged_attention(Q, POOL, POOL, torch.tensor([[0, 4], [2, -1]]), LENS),
@@ -831,6 +839,17 @@ BAD = {
                 r"prompt_range must have lo <= hi, got \(9, 3\)",
             ),
         )
+    },
+    **{
+        f"an_unknown_sequence_to_{name}": (lambda call=call: call(held_one()), KeyError, message)
+        for name, call in (
+            ("append_to", lambda a: a.append("b")),
+            ("fork_from", lambda a: a.fork("b", "c")),
+            ("free", lambda a: a.free("b")),
+            ("find_slots_of", lambda a: a.slots("b", 0, 1)),
+            ("put_in_a_block_table", lambda a: PagedKVCache(1, 4, 2, 1, 2).block_table(["b"])),
+        )
+        for message in ["no sequence 'b' holds blocks; held: "]
     },
     "two_requests_with_one_rid": (
         lambda: serve(small_model(), [Request(0, [1], 3), Request(0, [2], 3)], 8, 2, 2),

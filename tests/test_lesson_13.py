@@ -482,6 +482,16 @@ def test_bad_input_to_the_mla_helpers_gets_a_clear_error(case):
     plt.close("all")
 
 
+@pytest.mark.parametrize("absorb", [False, True], ids=["naive", "absorbed"])
+def test_an_empty_batch_gives_an_empty_output_and_cache_as_the_other_attention_modules_do(absorb):
+    layer = mla()
+    out, cache = layer(tokens(B=0), absorb=absorb)
+    assert out.shape == (0, T, SIZES["d_model"])
+    assert cache.latent.shape == (0, T, SIZES["kv_latent_dim"])
+    step, cache = layer(tokens(B=0, T=1), cache, absorb=absorb)
+    assert step.shape == (0, 1, SIZES["d_model"]) and cache.length == T + 1
+
+
 def test_int8_tensor_holds_what_it_was_given():
     q = Int8Tensor(torch.ones(2, 3, dtype=torch.int8), torch.full((2, 1), 0.5))
     assert torch.equal(q.dequantize(), torch.full((2, 3), 0.5)) and q.nbytes == 6 + 8

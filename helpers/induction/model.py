@@ -57,7 +57,7 @@ class AttentionOnlyTransformer(nn.Module):
         self._check_tokens(tokens)
         self._check_ablate(ablate)
         positions = torch.arange(tokens.shape[1], device=tokens.device)
-        x = self.token_embedding(tokens)  # (B, T, D)
+        x = self.token_embedding(tokens.long())  # (B, T, D); any integer dtype of ids
         if not self.rope:
             x = x + self.position_embedding(positions)
         maps = []
@@ -84,16 +84,16 @@ class AttentionOnlyTransformer(nn.Module):
             raise ValueError(
                 f"tokens must be (B, T) with 1 <= {longest}, got {tuple(tokens.shape)}"
             )
-        if tokens.numel() and not 0 <= int(tokens.min()) <= int(tokens.max()) < vocab:
-            raise ValueError(
-                f"tokens must be ids in 0..vocab - 1 = 0..{vocab - 1}, got values from "
-                f"{int(tokens.min())} to {int(tokens.max())}, shape {tuple(tokens.shape)}"
-            )
         weight = self.token_embedding.weight
         if tokens.device != weight.device:
             raise ValueError(
                 f"tokens are on {tokens.device} but the model is on {weight.device}, shape "
                 f"{tuple(tokens.shape)}; move one with .to(...)"
+            )
+        if tokens.numel() and not 0 <= int(tokens.min()) <= int(tokens.max()) < vocab:
+            raise ValueError(
+                f"tokens must be ids in 0..vocab - 1 = 0..{vocab - 1}, got values from "
+                f"{int(tokens.min())} to {int(tokens.max())}, shape {tuple(tokens.shape)}"
             )
 
     def _check_ablate(self, ablate: frozenset[tuple[int, int]]) -> None:

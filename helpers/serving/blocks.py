@@ -60,6 +60,13 @@ class BlockAllocator:
         if self.refs[block] == 0:
             self.free_blocks.append(block)
 
+    def table(self, seq: Hashable) -> list[int]:
+        """The block table of a sequence the allocator holds; any other is named in the error."""
+        if seq not in self.tables:
+            held = sorted(map(repr, self.tables)) or ["none"]
+            raise KeyError(f"no sequence {seq!r} holds blocks; held: {', '.join(held)}")
+        return self.tables[seq]
+
     def allocate(self, seq: Hashable, num_tokens: int) -> None:
         """A new sequence with slots for its first ``num_tokens`` tokens (its prompt)."""
         if seq in self.tables:
@@ -80,7 +87,7 @@ class BlockAllocator:
         copied first: ``copy = (shared block, private block)``, which the caller must carry
         out on the tensors before writing; otherwise ``copy`` is None.
         """
-        table, length = self.tables[seq], self.lengths[seq]
+        table, length = self.table(seq), self.lengths[seq]
         offset, copy = length % self.block_size, None
         if offset == 0:
             table.append(self._take())
@@ -96,20 +103,21 @@ class BlockAllocator:
         """``child`` starts as ``parent``: the same blocks, shared (each count goes up by one)."""
         if child in self.tables:
             raise ValueError(f"sequence {child!r} already holds blocks {self.tables[child]}")
-        self.tables[child] = list(self.tables[parent])
+        self.tables[child] = list(self.table(parent))
         self.lengths[child] = self.lengths[parent]
         for block in self.tables[child]:
             self.refs[block] += 1
 
     def free(self, seq: Hashable) -> None:
         """The sequence lets go of its blocks; those nobody else holds go back to the free list."""
-        for block in self.tables.pop(seq):
+        for block in self.table(seq):
             self._release(block)
+        del self.tables[seq]
         del self.lengths[seq]
 
     def slots(self, seq: Hashable, start: int, stop: int) -> list[int]:
         """The slots of the sequence's tokens ``start .. stop - 1``."""
-        table, size = self.tables[seq], self.block_size
+        table, size = self.table(seq), self.block_size
         return [table[t // size] * size + t % size for t in range(start, stop)]
 
     def filled(self) -> list[int]:
@@ -170,7 +178,7 @@ class PagedKVCache:
     def block_table(self, seqs: list[Hashable], max_blocks: int | None = None) -> Tensor:
         """The block tables of ``seqs`` as one ``(len(seqs), max_blocks)`` int64 tensor, -1 after
         each sequence's last block."""
-        tables = [self.allocator.tables[s] for s in seqs]
+        tables = [self.allocator.table(s) for s in seqs]
         width = max_blocks or max(len(t) for t in tables)
         out = torch.full((len(seqs), width), -1, dtype=torch.int64)
         for row, table in enumerate(tables):
