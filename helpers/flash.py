@@ -120,9 +120,9 @@ def _tiled_forward(q, k, v, block_q, block_k, is_causal):
 def _online_update(m, l, acc, s, v_tile):
     """Fold one tile of scores ``s (..., b_q, b_k)`` into the running max, sum and output."""
     m_new = np.maximum(m, s.max(axis=-1))
-    safe = np.where(np.isfinite(m_new), m_new, 0.0)
-    rescale = np.exp(np.where(np.isfinite(m), m - safe, -np.inf))  # exp(m_old - m_new)
-    p = np.exp(s - safe[..., None])  # this tile's unnormalised weights
+    m_safe = np.where(m_new == -np.inf, 0.0, m_new)  # a row with no key yet
+    rescale = np.exp(m - m_safe)  # exp(m_old - m_new): shrink what was kept
+    p = np.exp(s - m_safe[..., None])  # this tile's unnormalised weights
     return m_new, l * rescale + p.sum(axis=-1), acc * rescale[..., None] + p @ v_tile
 
 

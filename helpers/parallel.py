@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -253,8 +254,16 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
                 if time.monotonic() - start > deadline_s:
                     raise TimeoutError(f"{world_size} workers still running after {deadline_s} s")
         except ProcessException as error:
-            rank, what = _failure(error, Path(folder), worker, context.processes, ended)
-            raise RuntimeError(f"worker {rank} of {world_size} {what}") from error
+            if not _every_result_saved(Path(folder), world_size):
+                rank, what = _failure(error, Path(folder), worker, context.processes, ended)
+                raise RuntimeError(f"worker {rank} of {world_size} {what}") from error
+            warnings.warn(  # the work is done; its process crashed while shutting down
+                f"worker {error.error_index} of {world_size} ended with "
+                f"{_exit_text(getattr(error, 'exit_code', None))} after every worker had "
+                "returned its result: the results are complete",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         finally:
             quiet.setLevel(level)
             for process in context.processes:
@@ -266,6 +275,10 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
                     f"worker {rank} of {world_size} ended without returning a result"
                 )
         return [torch.load(Path(folder) / f"{r}.pt") for r in range(world_size)]
+
+
+def _every_result_saved(folder: Path, world_size: int) -> bool:
+    return all((folder / f"{rank}.pt").exists() for rank in range(world_size))
 
 
 def _note_ends(processes: list, ended: dict[int, float], timeout: float = 0.5) -> bool:
@@ -341,13 +354,18 @@ def _how_it_ended(exitcode: int) -> str:
     """How a process that raised no Python error ended, from its exit code."""
     if exitcode == 0:
         return "ended without returning a result"
-    if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"number {-exitcode}"
-        return f"ended by signal {name} before returning a result"
-    return f"ended with exit code {exitcode} before returning a result"
+    how = "by" if exitcode < 0 else "with"
+    return f"ended {how} {_exit_text(exitcode)} before returning a result"
+
+
+def _exit_text(exitcode: int | None) -> str:
+    """``signal SIGABRT`` for a process a signal ended, else ``exit code 3``."""
+    if exitcode is None or exitcode >= 0:
+        return f"exit code {exitcode}"
+    try:
+        return f"signal {signal.Signals(-exitcode).name}"
+    except ValueError:
+        return f"signal number {-exitcode}"
 
 
 def _raised(folder: Path) -> list[tuple[float, int, str]]:
@@ -375,7 +393,9 @@ def _entry(rank, world_size, port, worker, args, folder):
         result = worker(rank, world_size, *args)
         if not isinstance(result, Tensor):
             raise TypeError(f"a worker must return a torch.Tensor, got {type(result).__name__}")
-        torch.save(result.cpu(), Path(folder) / f"{rank}.pt")
+        saving = Path(folder) / f"{rank}.pt.saving"
+        torch.save(result.cpu(), saving)
+        saving.rename(saving.with_suffix(""))  # whole, or not there: a crash cannot leave half
     except Exception as error:  # note when and what, so the caller names the first failure
         message = f"{type(error).__name__}: {error}".strip().splitlines()[0]
         (Path(folder) / f"{rank}.error").write_text(f"{time.time()}\n{message}")

@@ -7,6 +7,7 @@ starts carries a token in its environment, so even one that outlived its parent 
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import time
@@ -91,3 +92,11 @@ def quits_alone(rank: int, world_size: int) -> torch.Tensor:
     if rank == 0:
         raise SystemExit(0)
     return torch.ones(1)
+
+
+def aborts_after_returning(rank: int, world_size: int) -> torch.Tensor:
+    """Returns its result, and its process then dies by SIGABRT as it shuts down (as PyTorch's
+    gloo teardown now and then does)."""
+    if rank == 1:
+        atexit.register(os.abort)
+    return torch.full((1,), float(rank))

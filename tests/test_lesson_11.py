@@ -508,6 +508,13 @@ def test_a_worker_that_ends_cleanly_without_a_result_is_named():
     assert multiprocessing.active_children() == []
 
 
+def test_a_crash_after_every_result_was_returned_warns_and_gives_the_results():
+    with pytest.warns(RuntimeWarning, match="worker 1 of 2 ended with signal SIGABRT after"):
+        results = parallel.spawn(process_tools.aborts_after_returning, 2, ())
+    assert [r.item() for r in results] == [0.0, 1.0]
+    assert multiprocessing.active_children() == []
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")
 @pytest.mark.parametrize("moment", ["starting", "running"])
 def test_workers_end_with_the_caller_when_it_is_killed(tmp_path, moment):

@@ -29,6 +29,12 @@ def _fold(step, scores: np.ndarray, block: int) -> tuple[float, float]:
 def _online_step():
     """Notebook 09, section 5 (Exercises), exercise 1."""
 
+    def shown(x) -> str:  # a number to 4 places, as the expected one is; anything else as it is
+        try:
+            return f"{float(x):.4f}"
+        except (TypeError, ValueError):
+            return repr(x)
+
     row = np.array([2.0, 1.0, 4.0, 3.0, 1.0, 0.0, 5.0, 2.0])
     long_row = np.random.default_rng(90).standard_normal(37) * 6
 
@@ -38,7 +44,7 @@ def _online_step():
         expected = 1 + math.exp(-1)
         assert np.isclose(total, expected), (
             f"after the first block [2, 1], total should be exp(0) + exp(-1) = {expected:.4f}, "
-            f"got {total}"
+            f"got {shown(total)}"
         )
 
     def rescales_when_the_max_grows(fn):
@@ -47,14 +53,14 @@ def _online_step():
         assert np.isclose(m, 4.0), f"the block [4, 3] raises m from 2 to 4, got m = {m}"
         assert np.isclose(total, expected), (
             f"the block [4, 3] after (m = 2, total = 1.3679): expected total {expected:.4f} "
-            f"(the old total times exp(2 - 4), plus exp(0) + exp(-1)), got {total}"
+            f"(the old total times exp(2 - 4), plus exp(0) + exp(-1)), got {shown(total)}"
         )
 
     def keeps_the_total_when_the_max_stays(fn):
         m, total = fn(4.0, 1.5, row[4:6])  # [1, 0]: no new max
         expected = 1.5 + math.exp(-3) + math.exp(-4)
         assert np.isclose(m, 4.0), f"the block [1, 0] leaves m = 4, got {m}"
-        assert np.isclose(total, expected), f"expected total {expected:.4f}, got {total}"
+        assert np.isclose(total, expected), f"expected total {expected:.4f}, got {shown(total)}"
 
     def folds_to_the_two_pass_softmax(fn):
         for block in (1, 3, 8, 40):
