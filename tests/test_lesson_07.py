@@ -82,6 +82,11 @@ def test_tolerance_exercise_rejects_too_tight_and_too_loose(tolerance):
     assert verdict("attention_tolerance", lambda dtype: tolerance) == "failed"
 
 
+def test_tolerance_exercise_says_why_a_fixed_loose_tolerance_fails(capsys):
+    exercises.check("attention_tolerance", lambda dtype: 1e-2)
+    assert "would let a real float32 bug through" in capsys.readouterr().out
+
+
 def test_tolerance_exercise_accepts_a_few_eps():
     assert verdict("attention_tolerance", lambda dtype: 4 * torch.finfo(dtype).eps) == "passed"
 
@@ -178,10 +183,10 @@ def test_results_cells_say_when_no_run_is_committed_and_when_there_is_no_benchma
     (tmp_path / "clone" / "benchmarks").mkdir(parents=True)
     (tmp_path / "clone" / "notebooks").mkdir()
     text = _run_results_cells(tmp_path / "clone" / "notebooks")
-    assert "No GPU run has been committed yet" in text and "--preset gpu-quick" in text
+    assert "No GPU run has been committed yet" in text and "--preset gpu --out" in text
     (tmp_path / "colab" / "notebooks").mkdir(parents=True)  # Colab: the helpers alone
     text = _run_results_cells(tmp_path / "colab" / "notebooks")
-    assert "no benchmarks/ folder (Colab installs only the helpers)" in text
+    assert "No ../benchmarks folder next to this notebook's folder (Colab installs" in text
     assert plt.get_fignums() == []
 
 

@@ -350,8 +350,17 @@ RIGHT = {
         lambda T_q, T_k: torch.ones(T_q, T_k, dtype=torch.bool).tril(T_k - T_q),
     ],
 }
+
+
+def _step_with_the_courses_attention(q, k, v, keys, values):
+    """The course's attention returns (out, weights): a learner who forgets the [0]."""
+    keys, values = torch.cat([keys, k], -2), torch.cat([values, v], -2)
+    return core.scaled_dot_product_attention(q, keys, values), keys, values
+
+
 WRONG = {
     "cache_step": {
+        "returns_the_courses_out_and_weights": _step_with_the_courses_attention,
         "attends_before_appending": _step_before_appending,
         "uses_is_causal": _step_is_causal,
         "prepends_the_new_token": _step_prepending,
@@ -402,6 +411,7 @@ def test_notebook_08_exercises_reject_plausible_wrong_answers(name, mistake):
         (_step_before_appending, "append before attending"),
         (_step_prepending, "keys: the cached tokens must come first"),
         (_step_appends_the_query, "keys: the new token must come last"),
+        (_step_with_the_courses_attention, "take its [0], or call F.scaled_dot_product_attention"),
     ],
 )
 def test_the_cache_exercise_says_what_is_wrong(mistake, message, capsys):

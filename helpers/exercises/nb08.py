@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from helpers.exercises import assert_shape, exercise
+from helpers.exercises import Slip, assert_shape, exercise
 
 
 def _randn(*shape: int, seed: int) -> torch.Tensor:
@@ -44,6 +44,13 @@ def _cache_step():
             + (f" of {len(result)}" if isinstance(result, tuple) else "")
         )
         out, new_keys, new_values = result
+        if isinstance(out, tuple):
+            raise Slip(
+                f"out is a tuple of {len(out)}, not a tensor",
+                hint="helpers.attention_core.scaled_dot_product_attention returns "
+                "(out, weights): take its [0], or call F.scaled_dot_product_attention, which "
+                "returns the output alone.",
+            )
         assert_shape(out, (B, h, 1, d_k), "(B, h, 1, d_k)", name="out")
         for name, got, old, new in (("keys", new_keys, keys, k), ("values", new_values, values, v)):
             assert_shape(got, (B, h, T + 1, d_k), "(B, h, T + 1, d_k)", name=name)
