@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from benchmarks.results import load_results
 from helpers.bench import (
     attention_flops,
+    live,
     median_seconds,
     peak_memory_bytes,
     projection_flops,
@@ -168,6 +169,13 @@ def test_live_benchmark_memory_grows_like_t_squared_only_for_the_explicit_paths(
     assert growth["fused_sdpa"] < 3 and growth["sdpa_direct"] < 3
 
 
+def test_live_benchmark_keeps_the_fastest_of_its_rounds(monkeypatch):
+    medians = iter([3.0, 1.0, 2.0] * len(LAYERS))  # seconds, three rounds per way
+    monkeypatch.setattr(live, "median_seconds", lambda call, device, min_run_time: next(medians))
+    table = time_layers(CPU, **{**TINY, "seq_lens": (8,)}, rounds=3)
+    assert table["time_ms"].tolist() == [1000.0] * len(LAYERS)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
@@ -176,6 +184,7 @@ def test_live_benchmark_memory_grows_like_t_squared_only_for_the_explicit_paths(
         (dict(seq_lens=()), ValueError, "seq_lens must hold at least one length, got none"),
         (dict(seq_lens=(8, 2.5)), TypeError, "seq_lens[i] must be an int, got float 2.5"),
         (dict(min_run_time=0), ValueError, "min_run_time must be a finite number"),
+        (dict(rounds=0), ValueError, "rounds must be positive, got 0"),
     ],
 )
 def test_live_benchmark_names_the_bad_argument(kwargs, error, message):

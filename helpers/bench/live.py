@@ -11,10 +11,9 @@ Each way runs forward under ``torch.no_grad()`` on the same seeded input ``x (B,
 ``sdpa_direct``    ``F.scaled_dot_product_attention(q, k, v)`` alone on ``(B, h, T, d_k)``
 =================  ========================================================================
 
-A layer's rate counts the whole layer's FLOPs (the four projections and the core); the rate
-of ``sdpa_direct`` counts the core's alone. The repository's benchmark command
-(``python -m benchmarks``, not installed with the helpers) measures the same five under the
-same names, and more, on real GPUs.
+A layer's rate counts the whole layer's FLOPs (the four projections and the core), that of
+``sdpa_direct`` the core's alone. The repository's benchmark command (``python -m benchmarks``,
+not installed with the helpers) measures the same five under the same names, and more, on GPUs.
 """
 
 from __future__ import annotations
@@ -76,14 +75,15 @@ def time_layers(
     heads: int = 4,
     min_run_time: float = 0.1,
     dtype: torch.dtype = torch.float32,
+    rounds: int = 1,
 ) -> pd.DataFrame:
     """Time, working memory and rate of each of :data:`LAYERS` at each T in ``seq_lens``.
 
     At each T the five ways run one after the other on the same ``x (batch, T, d_model)``: a
-    warm-up call, then :func:`~helpers.bench.timing.median_seconds` for ``min_run_time`` seconds
-    and one call for :func:`~helpers.bench.timing.peak_memory_bytes`. One row per way and T,
-    columns ``device_name``, ``contender``, ``seq_len``, ``time_ms``, ``peak_mem_mib`` (None
-    where the device does not measure it, MPS) and ``tflops``.
+    warm-up call, the fastest of ``rounds`` medians (:func:`~helpers.bench.timing.median_seconds`)
+    of ``min_run_time`` s, one :func:`~helpers.bench.timing.peak_memory_bytes` call. One row per
+    way and T, columns ``device_name``, ``contender``, ``seq_len``, ``time_ms``, ``peak_mem_mib``
+    (None where the device does not measure it, MPS) and ``tflops``.
     """
     d_model, heads = validation.check_sizes(d_model, heads)
     batch = validation.require_positive_int("batch", batch)
@@ -91,6 +91,7 @@ def time_layers(
     if not lengths:
         raise ValueError("seq_lens must hold at least one length, got none")
     validation.require_real("min_run_time", min_run_time, low=1e-6)
+    rounds = validation.require_positive_int("rounds", rounds)
     device, rows, gen = torch.device(device), [], torch.Generator().manual_seed(0)
     for T in lengths:
         x = torch.randn(batch, T, d_model, generator=gen).to(device, dtype)
@@ -98,7 +99,7 @@ def time_layers(
         for name in LAYERS:
             call = layer_call(name, x, heads)
             call()  # warm-up: picks the kernels, allocates once
-            seconds = median_seconds(call, device, min_run_time)
+            seconds = min(median_seconds(call, device, min_run_time) for _ in range(rounds))
             memory = peak_memory_bytes(call, device)
             flops = core if name == "sdpa_direct" else core + projection_flops(batch, T, d_model)
             row = dict(device_name=device_name(device), contender=name, seq_len=T)

@@ -14,6 +14,7 @@ order. Apple MPS: ``None``, not measured (the course has not checked a Mac's fig
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 
@@ -84,8 +85,5 @@ def cpu_peak_memory_bytes(fn: Callable[[], object]) -> int | None:
         )
     except AttributeError:  # a torch whose profiler lays its results out differently
         return None
-    held = peak = 0
-    for _, nbytes in changes:
-        held += nbytes
-        peak = max(peak, held)
-    return peak
+    held = itertools.accumulate((nbytes for _, nbytes in changes), initial=0)
+    return max(held)  # the bytes held after each allocation or free, at their peak
