@@ -23,8 +23,9 @@ lint: setup
 	$(PY) -m ruff check helpers tools benchmarks tests notebooks docs
 	$(PY) -m ruff format --check helpers tools benchmarks tests notebooks docs
 
-# Test files are shared among up to four processes (pytest-xdist), each file run by one of them.
-PARALLEL := -n auto --maxprocesses=4 --dist loadfile
+# Test files are shared among up to four processes (pytest-xdist); pyproject's addopts keeps
+# each file in one process (--dist loadfile).
+PARALLEL := -n auto --maxprocesses=4
 
 test: lint
 	$(PY) -m pytest $(PARALLEL) tests

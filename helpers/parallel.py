@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import Tensor
-from torch.multiprocessing.spawn import ProcessException
+from torch.multiprocessing.spawn import ProcessException, ProcessExitedException
 
 from helpers import validation
 from helpers.attention_core import sdpa
@@ -232,8 +232,10 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
 
     A worker that raises stops every process and its error is raised here (the first error
     raised, not a peer's broken connection that follows it); processes still running after
-    ``deadline_s`` are stopped and a TimeoutError is raised. Nothing is left running, and the
-    workers end with the caller if it ends first (killed, or its kernel restarted).
+    ``deadline_s`` are stopped and a TimeoutError is raised. A process that dies without raising
+    after every worker has returned its result (a crash while shutting down) only warns, and the
+    results are returned. Nothing is left running, and the workers end with the caller if it
+    ends first (killed, or its kernel restarted).
 
     Each process is a fresh Python that imports ``worker`` by name: it must be a function at
     the top level of a module file, not one defined in a notebook cell, and a script that
@@ -254,13 +256,13 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
                 if time.monotonic() - start > deadline_s:
                     raise TimeoutError(f"{world_size} workers still running after {deadline_s} s")
         except ProcessException as error:
-            if not _every_result_saved(Path(folder), world_size):
+            if not _died_after_every_result(error, Path(folder), world_size):
                 rank, what = _failure(error, Path(folder), worker, context.processes, ended)
                 raise RuntimeError(f"worker {rank} of {world_size} {what}") from error
-            warnings.warn(  # the work is done; its process crashed while shutting down
+            warnings.warn(  # the work is done; its process died while shutting down
                 f"worker {error.error_index} of {world_size} ended with "
-                f"{_exit_text(getattr(error, 'exit_code', None))} after every worker had "
-                "returned its result: the results are complete",
+                f"{_exit_text(error.exit_code)} after every worker had returned its result: "
+                "the results are complete",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -277,8 +279,15 @@ def spawn(worker: Callable, world_size: int, args: tuple, deadline_s: float = 12
         return [torch.load(Path(folder) / f"{r}.pt") for r in range(world_size)]
 
 
-def _every_result_saved(folder: Path, world_size: int) -> bool:
-    return all((folder / f"{rank}.pt").exists() for rank in range(world_size))
+def _died_after_every_result(error: ProcessException, folder: Path, world_size: int) -> bool:
+    """Whether a process died (a signal, or an exit code) without raising, after every worker
+    had saved its result: a crash in shutting down, which loses nothing. A Python error raised
+    after the result, by the worker's own code, is no such crash: it is reported."""
+    return (
+        isinstance(error, ProcessExitedException)
+        and not (folder / f"{error.error_index}.error").exists()
+        and all((folder / f"{rank}.pt").exists() for rank in range(world_size))
+    )
 
 
 def _note_ends(processes: list, ended: dict[int, float], timeout: float = 0.5) -> bool:
@@ -404,7 +413,8 @@ def _entry(rank, world_size, port, worker, args, folder):
         (Path(folder) / f"{rank}.quit").touch()
         raise
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():  # a worker may have ended the group itself
+            dist.destroy_process_group()
 
 
 def _end_with_parent() -> None:

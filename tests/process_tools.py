@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import resource
 import signal
 import time
 from pathlib import Path
@@ -98,5 +99,12 @@ def aborts_after_returning(rank: int, world_size: int) -> torch.Tensor:
     """Returns its result, and its process then dies by SIGABRT as it shuts down (as PyTorch's
     gloo teardown now and then does)."""
     if rank == 1:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
         atexit.register(os.abort)
+    return torch.full((1,), float(rank))
+
+
+def ends_its_own_group(rank: int, world_size: int) -> torch.Tensor:
+    """Ends the process group itself, as PyTorch's tutorials do, then returns."""
+    dist.destroy_process_group()
     return torch.full((1,), float(rank))

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -513,6 +514,13 @@ def test_a_crash_after_every_result_was_returned_warns_and_gives_the_results():
         results = parallel.spawn(process_tools.aborts_after_returning, 2, ())
     assert [r.item() for r in results] == [0.0, 1.0]
     assert multiprocessing.active_children() == []
+
+
+def test_a_worker_that_ends_its_own_process_group_returns_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        results = parallel.spawn(process_tools.ends_its_own_group, 2, ())
+    assert [r.item() for r in results] == [0.0, 1.0]
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds processes in /proc")

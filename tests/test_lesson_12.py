@@ -841,7 +841,7 @@ BAD = {
         )
     },
     **{
-        f"an_unknown_sequence_to_{name}": (lambda call=call: call(held_one()), KeyError, message)
+        f"an_unknown_sequence_to_{name}": (lambda call=call: call(held_one()), ValueError, message)
         for name, call in (
             ("append_to", lambda a: a.append("b")),
             ("fork_from", lambda a: a.fork("b", "c")),

@@ -63,8 +63,9 @@ class BlockAllocator:
     def table(self, seq: Hashable) -> list[int]:
         """The block table of a sequence the allocator holds; any other is named in the error."""
         if seq not in self.tables:
-            held = sorted(map(repr, self.tables)) or ["none"]
-            raise KeyError(f"no sequence {seq!r} holds blocks; held: {', '.join(held)}")
+            held = [repr(s) for s in list(self.tables)[:10]] or ["none"]
+            more = f" and {len(self.tables) - 10} more" if len(self.tables) > 10 else ""
+            raise ValueError(f"no sequence {seq!r} holds blocks; held: {', '.join(held)}{more}")
         return self.tables[seq]
 
     def allocate(self, seq: Hashable, num_tokens: int) -> None:
