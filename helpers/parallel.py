@@ -367,9 +367,9 @@ def _how_it_ended(exitcode: int) -> str:
     return f"ended {how} {_exit_text(exitcode)} before returning a result"
 
 
-def _exit_text(exitcode: int | None) -> str:
+def _exit_text(exitcode: int) -> str:
     """``signal SIGABRT`` for a process a signal ended, else ``exit code 3``."""
-    if exitcode is None or exitcode >= 0:
+    if exitcode >= 0:
         return f"exit code {exitcode}"
     try:
         return f"signal {signal.Signals(-exitcode).name}"
