@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 
 import matplotlib.pyplot as plt
@@ -16,6 +19,7 @@ import torch.nn.functional as F
 from benchmarks.results import load_results
 from helpers.bench import (
     attention_flops,
+    busy,
     live,
     median_seconds,
     peak_memory_bytes,
@@ -169,11 +173,18 @@ def test_live_benchmark_memory_grows_like_t_squared_only_for_the_explicit_paths(
     assert growth["fused_sdpa"] < 3 and growth["sdpa_direct"] < 3
 
 
-def test_live_benchmark_keeps_the_fastest_of_its_rounds(monkeypatch):
-    medians = iter([3.0, 1.0, 2.0] * len(LAYERS))  # seconds, three rounds per way
-    monkeypatch.setattr(live, "median_seconds", lambda call, device, min_run_time: next(medians))
+def test_live_benchmark_takes_turns_and_keeps_the_fastest_round_with_its_spread(monkeypatch):
+    calls = []  # the ways take turns: every way once in a round, before the next round
+
+    def median(call, device, min_run_time):
+        calls.append(call)
+        return [3.0, 1.0, 2.0][(len(calls) - 1) // len(LAYERS)]  # seconds, by round
+
+    monkeypatch.setattr(live, "median_seconds", median)
     table = time_layers(CPU, **{**TINY, "seq_lens": (8,)}, rounds=3)
     assert table["time_ms"].tolist() == [1000.0] * len(LAYERS)
+    assert table["spread"].tolist() == [3.0] * len(LAYERS)
+    assert len(set(calls[: len(LAYERS)])) == len(LAYERS) and calls[: len(LAYERS)] == calls[-5:]
 
 
 @pytest.mark.parametrize(
@@ -277,3 +288,107 @@ def test_the_benchmark_s_reports_read_a_folder_as_notebook_07_does(tmp_path):
 
 def test_no_results_folder_means_no_runs(tmp_path):
     assert load_gpu_runs(tmp_path / "benchmarks" / "results") == []
+
+
+# --- timings that say when the machine was busy (helpers.bench.busy) ---------------------------
+
+
+def _meter(monkeypatch, samples, own_seconds):
+    """A LoadMeter fed two /proc/stat samples and this process's CPU seconds between them."""
+    ticks, clock = iter(samples), iter([10.0, 10.0 + own_seconds])
+    monkeypatch.setattr(busy, "cpu_times", lambda: next(ticks))
+    monkeypatch.setattr(busy.time, "process_time", lambda: next(clock))
+    with busy.LoadMeter() as load:
+        pass
+    return load
+
+
+def test_load_meter_counts_only_the_cpu_time_of_other_processes(monkeypatch):
+    tick = busy.os.sysconf("SC_CLK_TCK")
+    # 1000 ticks in all, 600 busy, 2 s (2 * tick ticks) of them ours: the others used the rest
+    load = _meter(monkeypatch, [(0, 0), (600, 1000)], own_seconds=200 / tick)
+    assert load.others == pytest.approx(0.4)
+    assert _meter(monkeypatch, [None, None], 0.0).others is None  # no /proc/stat: unknown
+
+
+@pytest.mark.skipif(busy.cpu_times() is None, reason="needs Linux's /proc/stat")
+def test_load_meter_sees_two_busy_processes_beside_a_sleeping_cell():
+    spin = "import time\nend = time.time() + 3\nwhile time.time() < end: pass"
+    workers = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    try:
+        time.sleep(0.5)  # both are spinning
+        with busy.LoadMeter() as load:
+            time.sleep(1.0)
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert load.others > min(2 / cores, 1.0) * 0.6  # two spinning cores out of `cores`
+
+
+def _load(others):
+    load = busy.LoadMeter()
+    load.others = others
+    return load
+
+
+@pytest.mark.parametrize(
+    ("others", "spread", "busy_says"),
+    [
+        (0.1, 1.2, None),
+        (None, None, None),
+        (0.9, 1.0, "other programs used 90% of the CPU"),
+        (0.0, 3.0, "the slowest round took 3.0x the fastest"),
+        (0.5, 2.0, "other programs used 50% of the CPU and the slowest round took 2.0x"),
+    ],
+)
+def test_busy_reason_names_the_load_and_the_spread_past_their_limits(others, spread, busy_says):
+    reason = busy.busy_reason(_load(others), spread)
+    assert reason == busy_says if busy_says is None else reason.startswith(busy_says)
+
+
+def test_report_on_a_quiet_machine_prints_the_figures_and_records_them(
+    tmp_path, monkeypatch, capsys
+):
+    record = tmp_path / "record.jsonl"
+    monkeypatch.setenv(busy.RECORD_ENV, str(record))
+    busy.report("nb key", ["a 1.0x", "b 2.0x"], _load(0.0), spread=1.1)
+    assert capsys.readouterr().out == "a 1.0x\nb 2.0x\n"
+    entry = json.loads(record.read_text())
+    assert entry["key"] == "nb key" and entry["lines"] == ["a 1.0x", "b 2.0x"]
+    assert entry["machine"].startswith("CPU, ")
+
+
+def test_report_on_a_busy_machine_says_so_and_shows_the_quiet_figures(
+    tmp_path, monkeypatch, capsys
+):
+    figures = tmp_path / "quiet.json"
+    figures.write_text(json.dumps({"nb key": {"machine": "CPU, x", "lines": ["a 9.9x"]}}))
+    monkeypatch.setattr(busy, "FIGURES", figures)
+    record = tmp_path / "record.jsonl"
+    monkeypatch.setenv(busy.RECORD_ENV, str(record))
+    busy.report("nb key", ["a 1.0x"], _load(0.8), spread=1.0)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "a 1.0x"
+    assert out[1].startswith("Busy machine while this cell timed (other programs used 80%")
+    assert out[2:] == ["The same cell on a quiet machine (CPU, x) printed:", "   a 9.9x"]
+    assert not record.exists()  # a busy run's figures are never kept as the quiet ones
+
+
+def test_every_busy_line_in_the_notebooks_has_quiet_figures_to_show():
+    import nbformat
+
+    from tools.syllabus import notebook_paths
+
+    keys = {
+        key
+        for path in notebook_paths()
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == "code"
+        for key in re.findall(r'\breport\(\s*"([^"]+)"', cell.source)
+    }
+    assert {"06 projections", "07 headline", "08 cache speed-up"} <= keys
+    quiet = json.loads(busy.FIGURES.read_text(encoding="utf-8"))
+    assert sorted(keys - set(quiet)) == []
+    assert all(quiet[key]["lines"] for key in keys)

@@ -4,6 +4,8 @@ each explorer's first picture. The load is injected here, never measured."""
 from __future__ import annotations
 
 import base64
+import json
+import os
 import shutil
 
 import nbformat
@@ -11,6 +13,7 @@ import pytest
 from conftest import NOTEBOOKS
 from notebook_tools import read
 
+from helpers.bench import busy
 from tools import machine_load, run_notebooks
 
 BY_NUMBER = {path.name[:2]: path for path in NOTEBOOKS}
@@ -90,6 +93,40 @@ def test_force_writes_it_from_a_busy_machine_with_a_warning(tmp_path, capsys):
     )
     assert was_written(path)
     assert "WARNING, CPU 90% busy" in capsys.readouterr().out
+
+
+class RecordingRunner(FakeRunner):
+    """Stands in for a kernel whose timing cell reports its figures (helpers.bench.busy)."""
+
+    def __call__(self, nb, path):
+        with open(os.environ[busy.RECORD_ENV], "a", encoding="utf-8") as out:
+            out.write(json.dumps({"key": "06 new", "machine": "CPU, x", "lines": ["1.5x"]}) + "\n")
+        return super().__call__(nb, path)
+
+
+def test_a_quiet_run_keeps_its_timing_figures_for_a_busy_machine_to_show(tmp_path, monkeypatch):
+    figures = tmp_path / "quiet_figures.json"
+    figures.write_text(json.dumps({"06 new": {"lines": ["old"]}, "07 other": {"lines": ["x"]}}))
+    monkeypatch.setattr(busy, "FIGURES", figures)
+    path = copy_of("06", tmp_path)
+    assert run_notebooks.run_checked(path, measure=loads(QUIET, QUIET), runner=RecordingRunner())
+    kept = json.loads(figures.read_text())
+    assert kept == {
+        "06 new": {"machine": "CPU, x", "lines": ["1.5x"]},
+        "07 other": {"lines": ["x"]},
+    }
+    assert busy.RECORD_ENV not in os.environ
+
+
+def test_a_busy_or_forced_run_keeps_no_timing_figures(tmp_path, monkeypatch):
+    figures = tmp_path / "quiet_figures.json"
+    monkeypatch.setattr(busy, "FIGURES", figures)
+    path = copy_of("06", tmp_path)
+    assert not run_notebooks.run_checked(path, measure=loads(QUIET, BUSY), runner=RecordingRunner())
+    assert run_notebooks.run_checked(
+        path, force=True, measure=loads(BUSY, BUSY), runner=RecordingRunner()
+    )
+    assert not figures.exists()
 
 
 def test_an_unknown_load_counts_as_busy(tmp_path, capsys):

@@ -13,28 +13,11 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
-QUIET_SHARE = 0.25  # quiet: at most a quarter of all cores' time busy with other work
+from helpers.bench.busy import QUIET_SHARE, cpu_times
+
 WINDOW_SECONDS = 1.0
-PROC_STAT = Path("/proc/stat")
-
-
-def cpu_times(stat: Path = PROC_STAT) -> tuple[int, int] | None:
-    """``(busy, total)`` CPU ticks since boot, all cores together, from Linux's ``/proc/stat``.
-
-    Idle time is ``idle + iowait``; ``guest`` time is already counted in ``user``, so only the
-    first eight columns add up to the total. None where there is no ``/proc/stat``.
-    """
-    try:
-        first = stat.read_text(encoding="ascii").splitlines()[0].split()
-    except (OSError, IndexError):
-        return None
-    if first[0] != "cpu" or len(first) < 5:
-        return None
-    ticks = [int(value) for value in first[1:9]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    return sum(ticks) - idle, sum(ticks)
+__all__ = ["QUIET_SHARE", "busy_share", "cpu_times", "describe", "is_quiet"]
 
 
 def busy_share(seconds: float = WINDOW_SECONDS) -> float | None:

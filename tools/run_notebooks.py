@@ -19,15 +19,20 @@ A notebook that measures time (:data:`TIMERS`) is written only when the machine 
 before and after its run (:mod:`tools.machine_load`): timings from a busy machine describe the
 other work, not the code. ``--force`` writes it anyway, with a warning; commit such a notebook
 only after running it again on a quiet machine. The exit status is 1 when a notebook was not
-written.
+written. A quiet run also refreshes ``helpers/bench/quiet_figures.json`` with what its timing
+cells printed (:mod:`helpers.bench.busy`): the figures a learner's busy machine shows beside
+its own.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import json
+import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +40,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from helpers.bench import busy
 from tools import machine_load
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -87,12 +93,31 @@ def run_checked(
     timed = has_live_timings(nb)
     if timed and not _quiet(path, "before", measure(), force):
         return False
-    seconds = runner(nb, path)
-    if timed and not _quiet(path, "after", measure(), force):
-        return False
-    nbformat.write(nb, path)
+    with tempfile.TemporaryDirectory() as folder:
+        record = Path(folder) / "figures.jsonl"
+        os.environ[busy.RECORD_ENV] = str(record)  # the kernel inherits it
+        try:
+            seconds = runner(nb, path)
+        finally:
+            del os.environ[busy.RECORD_ENV]
+        if timed and not _quiet(path, "after", measure(), force):
+            return False
+        nbformat.write(nb, path)
+        if record.exists() and not force:
+            keep_quiet_figures(record)
     print(f"{path}: {seconds:.1f} s")
     return True
+
+
+def keep_quiet_figures(record: Path) -> None:
+    """Merge the figures a quiet run's timing cells recorded into ``quiet_figures.json``, the
+    file their busy line quotes; each entry names the machine and the threads it ran on."""
+    figures = busy.FIGURES
+    kept = json.loads(figures.read_text(encoding="utf-8")) if figures.exists() else {}
+    for line in record.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        kept[entry.pop("key")] = entry
+    figures.write_text(json.dumps(kept, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def _quiet(path: Path, when: str, share: float | None, force: bool) -> bool:

@@ -1,6 +1,6 @@
 """Measuring attention: FLOP counts, device peaks, timing, memory and the matmul ceiling.
 
-What the lessons measure with (notebooks 06–09 and 11):
+What the lessons measure with (notebooks 06–09 and 11–13):
 
 - :mod:`~helpers.bench.flops`: ``attention_flops`` (``4 B h T^2 d_k`` forward, half when
   causal, backward 2.5 x forward), ``projection_flops``, ``tflops_per_second``.
@@ -9,6 +9,8 @@ What the lessons measure with (notebooks 06–09 and 11):
 - :mod:`~helpers.bench.timing`: ``median_seconds`` (``torch.utils.benchmark``, synchronised)
   and ``peak_memory_bytes``, the working memory of one call.
 - :mod:`~helpers.bench.ceiling`: ``measured_matmul_tflops``, the device's practical ceiling.
+- :mod:`~helpers.bench.busy`: ``LoadMeter`` and ``report``, which say when a live timing ran on
+  a busy machine and show the quiet machine's figures beside it.
 - :mod:`~helpers.bench.live`: ``time_layers``, notebook 07's live benchmark of five ways to
   compute one layer; :mod:`~helpers.bench.plots`: ``plot_timings``, its picture.
 - :mod:`~helpers.bench.results`: ``load_gpu_runs``, the GPU runs committed to the course.

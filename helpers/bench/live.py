@@ -79,11 +79,13 @@ def time_layers(
 ) -> pd.DataFrame:
     """Time, working memory and rate of each of :data:`LAYERS` at each T in ``seq_lens``.
 
-    At each T the five ways run one after the other on the same ``x (batch, T, d_model)``: a
-    warm-up call, the fastest of ``rounds`` medians (:func:`~helpers.bench.timing.median_seconds`)
-    of ``min_run_time`` s, one :func:`~helpers.bench.timing.peak_memory_bytes` call. One row per
-    way and T, columns ``device_name``, ``contender``, ``seq_len``, ``time_ms``, ``peak_mem_mib``
-    (None where the device does not measure it, MPS) and ``tflops``.
+    At each T the five ways run on the same ``x (batch, T, d_model)``: a warm-up call each, then
+    ``rounds`` rounds in which they take turns, each timing a median
+    (:func:`~helpers.bench.timing.median_seconds`) of ``min_run_time`` s, of which each keeps
+    its fastest; then one :func:`~helpers.bench.timing.peak_memory_bytes` call. One row per way
+    and T, columns ``device_name``, ``contender``, ``seq_len``, ``time_ms``, ``spread`` (its
+    slowest round over its fastest), ``peak_mem_mib`` (None where the device does not measure
+    it, MPS) and ``tflops``.
     """
     d_model, heads = validation.check_sizes(d_model, heads)
     batch = validation.require_positive_int("batch", batch)
@@ -96,13 +98,18 @@ def time_layers(
     for T in lengths:
         x = torch.randn(batch, T, d_model, generator=gen).to(device, dtype)
         core = attention_flops(batch, heads, T, d_model // heads)
-        for name in LAYERS:
-            call = layer_call(name, x, heads)
+        calls = {name: layer_call(name, x, heads) for name in LAYERS}
+        for call in calls.values():
             call()  # warm-up: picks the kernels, allocates once
-            seconds = min(median_seconds(call, device, min_run_time) for _ in range(rounds))
-            memory = peak_memory_bytes(call, device)
+        times = {name: [] for name in LAYERS}
+        for _ in range(rounds):  # the ways take turns, so a busy moment slows all of them
+            for name, call in calls.items():
+                times[name].append(median_seconds(call, device, min_run_time))
+        for name, call in calls.items():
+            seconds, memory = min(times[name]), peak_memory_bytes(call, device)
             flops = core if name == "sdpa_direct" else core + projection_flops(batch, T, d_model)
             row = dict(device_name=device_name(device), contender=name, seq_len=T)
-            row.update(time_ms=seconds * 1e3, tflops=tflops_per_second(flops, seconds))
+            row.update(time_ms=seconds * 1e3, spread=max(times[name]) / seconds)
+            row.update(tflops=tflops_per_second(flops, seconds))
             rows.append({**row, "peak_mem_mib": None if memory is None else memory / 2**20})
     return pd.DataFrame(rows)
