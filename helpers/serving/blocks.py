@@ -202,11 +202,10 @@ class PagedKVCache:
         validation.require_ndim("slots", slots, (1,), "(N,)")
         for name, x in (("k", k), ("v", v)):
             validation.require_array(name, x, Tensor, "torch.Tensor")
-            if tuple(x.shape) != (len(slots), h_kv, d_k) or x.dtype != self.keys.dtype:
-                raise ValueError(
-                    f"{name} must be (N, h_kv, d_k) = {(len(slots), h_kv, d_k)} in the cache's "
-                    f"{self.keys.dtype} for slots {tuple(slots.shape)}, got {tuple(x.shape)} {x.dtype}"
-                )
+            if tuple(x.shape) != (len(slots), h_kv, d_k):
+                raise ValueError(f"{name} must be (N, h_kv, d_k) = {(len(slots), h_kv, d_k)} for "
+                                 f"slots {tuple(slots.shape)}, got {tuple(x.shape)}")  # fmt: skip
+        validation.require_same_dtype(k=k, v=v, cache=self.keys)
         validation.require_same_device(slots=slots, k=k, v=v, cache=self.keys)
         if len(slots) and not 0 <= int(slots.min()) <= int(slots.max()) < num_blocks * size:
             raise ValueError(f"slots must lie in 0..num_blocks * block_size - 1 = "
