@@ -1689,7 +1689,7 @@ def _serving_cases():
     from helpers.serving import BlockAllocator, PagedKVCache, Request, paged_attention, serve
     from helpers.serving.engine import feed
     from helpers.serving.model import CachedLM, generate
-    from helpers.serving.speculative import speculative_decode
+    from helpers.serving.speculative import acceptance_probability, speculative_decode
     from helpers.serving.split_kv import merge_partials, partial_attention
     from helpers.serving.workload import reserved_tokens
     from helpers.widgets import serving as pool
@@ -1743,6 +1743,7 @@ def _serving_cases():
         ("speculative_prompt_token_past_the_vocabulary", lambda: speculative_decode(CachedLM(_tiny_lm()), CachedLM(_tiny_lm()), ids([[1, 40]]), 3), ValueError, "draft failed on token ids [[1, 40]]", "the prompt's tokens", "must lie in the draft's vocabulary"),
         ("speculative_prompt_token_below_zero", lambda: speculative_decode(zeros_everywhere, zeros_everywhere, ids([[1, -3]]), 3), ValueError, "prompt must hold token ids >= 0, got [[1, -3]]"),
         ("speculative_sampling_from_logits_all_minus_inf", lambda: speculative_decode(bans_everything, zeros_everywhere, ids([[1]]), 3, 2, 1.0, torch.Generator().manual_seed(0)), ValueError, "target returned logits (1, 3, 4) that are -inf for every token at positions [0, 1, 2]"),
+        ("acceptance_probability_of_token_minus_one", lambda: acceptance_probability(torch.ones(2) / 2, torch.ones(2) / 2, -1), ValueError, "token must be 0 or more, got -1"),
         ("render_pool_of_a_float_block_size", lambda: pool.render_pool(3, 4.0), TypeError, "block_size must be an int, got float 4.0"),
         ("render_pool_of_a_list_block_size", lambda: pool.render_pool(3, [4]), TypeError, "block_size must be an int, got list [4]"),
         ("pool_run_of_a_float_block_size", lambda: pool.pool_run(4.0), TypeError, "block_size must be an int, got float 4.0"),

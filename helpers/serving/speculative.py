@@ -121,6 +121,7 @@ def distribution(logits: Tensor, temperature: float) -> Tensor:
 
 def acceptance_probability(p: Tensor, q: Tensor, token: int) -> float:
     """``min(1, p(token) / q(token))``: how likely the draft's ``token`` is kept."""
+    token = validation.require_index("token", token, len(q))  # -1 is no token
     return min(1.0, float(p[token] / q[token]))
 
 
