@@ -1673,3 +1673,95 @@ TX, TMASK = torch.from_numpy(X), torch.from_numpy(MASK)
 )
 def test_a_masked_forward_checks_its_arguments_once_at_the_top(forward):
     assert validation_calls(forward) <= 12  # 9 today; before the house issue, 75-82
+
+
+# --- notebook 12's serving helpers (the serving-hardening probes): raw errors, quiet answers ----
+
+
+def _tiny_lm():
+    from helpers.serving import model as lm
+
+    torch.manual_seed(0)
+    return lm.TinyLM(lm.VOCAB, 16, 4, 2, 2).double().eval().requires_grad_(False)
+
+
+def _serving_cases():
+    from helpers.serving import BlockAllocator, PagedKVCache, Request, paged_attention, serve
+    from helpers.serving.engine import feed
+    from helpers.serving.model import CachedLM, generate
+    from helpers.serving.speculative import acceptance_probability, speculative_decode
+    from helpers.serving.split_kv import merge_partials, partial_attention
+    from helpers.serving.workload import reserved_tokens
+    from helpers.widgets import serving as pool
+
+    q, cache, tables, lens = (
+        torch.zeros(2, 4, 8),
+        torch.zeros(4, 2, 3, 8),
+        [[0, 1], [2, -1]],
+        [6, 2],
+    )
+    ids, empty = torch.tensor, torch.zeros(1, 0, dtype=torch.int64)
+    two = (torch.tensor([0, 1]),)
+
+    def kv(*shape, dtype=torch.float32):
+        return torch.zeros(*shape, dtype=dtype)
+
+    def table_of(max_blocks):
+        pool_ = PagedKVCache(1, 4, 2, 1, 2)
+        pool_.allocator.allocate("a", 3)  # two blocks
+        return pool_.block_table(["a"], max_blocks=max_blocks)
+
+    def zeros_everywhere(tokens):
+        return torch.zeros(1, tokens.shape[1], 4)
+
+    def bans_everything(tokens):
+        return torch.full((1, tokens.shape[1], 4), float("-inf"))
+
+    rows = [
+        ("paged_attention_on_meta_tensors", lambda: paged_attention(*(torch.as_tensor(x).to("meta") for x in (q, cache, cache, tables, lens))), ValueError, "meta tensors", "(2, 4, 8)"),
+        ("paged_cache_write_of_the_wrong_shape", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 3), kv(2, 2, 4)), ValueError, "k must be (N, h_kv, d_k) = (2, 2, 4)", "got (2, 2, 3)"),
+        ("paged_cache_write_of_another_dtype", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 4, dtype=torch.float64), kv(2, 2, 4)), TypeError, "k, v, cache must share one dtype", "k: torch.float64"),
+        ("paged_cache_write_to_a_layer_past_the_last", lambda: PagedKVCache(2, 4, 2, 2, 4).write(2, *two, kv(2, 2, 4), kv(2, 2, 4)), ValueError, "layer must lie in 0..1, got 2"),
+        ("paged_cache_write_to_a_negative_slot", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, ids([0, -1]), kv(2, 2, 4), kv(2, 2, 4)), ValueError, "slots must lie in 0..num_blocks * block_size - 1 = 7", "got [0, -1]"),
+        ("serve_a_model_that_is_not_a_tiny_lm", lambda: serve(lambda t: t, [Request(0, [1], 3)], 8, 2, 2), TypeError, "model must be a helpers.serving.model.TinyLM, got function"),
+        ("serve_a_request_given_as_a_tuple", lambda: serve(_tiny_lm(), [(0, [1], 3)], 8, 2, 2), TypeError, "requests[0] must be a helpers.serving.Request, got tuple"),
+        ("serve_a_request_given_as_a_dict", lambda: serve(_tiny_lm(), [{"rid": 0, "prompt": [1]}], 8, 2, 2), TypeError, "requests[0] must be a helpers.serving.Request, got dict"),
+        ("serve_a_prompt_of_none", lambda: serve(_tiny_lm(), [Request(0, None, 3)], 8, 2, 2), ValueError, "request 0: prompt must be a non-empty list of token ids", "got None"),
+        ("feed_a_cache_of_another_shape", lambda: feed(_tiny_lm(), PagedKVCache(2, 4, 2, 1, 4, torch.float64), "a", [1]), ValueError, "cache must have the model's (layers, h_kv, d_k, dtype) = (2, 2, 4, torch.float64)", "got (2, 1, 4, torch.float64)"),
+        ("feed_a_cache_of_another_dtype", lambda: feed(_tiny_lm(), PagedKVCache(2, 4, 2, 2, 4), "a", [1]), ValueError, "cache must have the model's", "got (2, 2, 4, torch.float32)"),
+        ("tiny_lm_of_float_tokens", lambda: _tiny_lm()(ids([[1.0]])), TypeError, "tokens must hold integers (B, T), got dtype torch.float32"),
+        ("tiny_lm_of_a_negative_token", lambda: _tiny_lm()(ids([[-1]])), ValueError, "tokens must lie in the vocabulary 0..31, got ids from -1"),
+        ("tiny_lm_of_a_token_past_the_vocabulary", lambda: _tiny_lm()(ids([[32]])), ValueError, "tokens must lie in the vocabulary 0..31", "to 32"),
+        ("tiny_lm_of_no_token", lambda: _tiny_lm()(empty), ValueError, "tokens must be token ids (B, T) with T >= 1, got (1, 0)"),
+        ("generate_from_a_float_prompt", lambda: generate(_tiny_lm(), ids([[1.0]]), 2), TypeError, "prompt must hold integers (B, T)"),
+        ("generate_from_an_empty_prompt", lambda: generate(_tiny_lm(), empty, 2), ValueError, "prompt must be token ids (B, T) with T >= 1, got (1, 0)"),
+        ("cached_lm_of_a_token_past_the_vocabulary", lambda: CachedLM(_tiny_lm())(ids([[40]])), ValueError, "tokens must lie in the vocabulary 0..31", "to 40"),
+        ("cached_lm_of_no_token", lambda: CachedLM(_tiny_lm())(empty), ValueError, "tokens must be token ids (1, T) with T >= 1, got (1, 0)"),
+        ("cached_lm_of_a_name", lambda: CachedLM("target"), TypeError, "model must be a helpers.serving.model.TinyLM, got str"),
+        ("partial_attention_over_no_key", lambda: partial_attention(kv(1, 2, 4), kv(1, 0, 4), kv(1, 0, 4)), ValueError, "k has an empty key sequence T_k (size 0), shape (1, 0, 4)"),
+        ("merge_partials_of_nothing", lambda: merge_partials([], []), ValueError, "outs must be a non-empty list of tensors, got []"),
+        ("speculative_prompt_token_past_the_vocabulary", lambda: speculative_decode(CachedLM(_tiny_lm()), CachedLM(_tiny_lm()), ids([[1, 40]]), 3), ValueError, "draft failed on token ids [[1, 40]]", "the prompt's tokens", "must lie in the draft's vocabulary"),
+        ("speculative_prompt_token_below_zero", lambda: speculative_decode(zeros_everywhere, zeros_everywhere, ids([[1, -3]]), 3), ValueError, "prompt must hold token ids >= 0, got [[1, -3]]"),
+        ("speculative_sampling_from_logits_all_minus_inf", lambda: speculative_decode(bans_everything, zeros_everywhere, ids([[1]]), 3, 2, 1.0, torch.Generator().manual_seed(0)), ValueError, "target returned logits (1, 3, 4) that are -inf for every token at positions [0, 1, 2]"),
+        ("acceptance_probability_of_token_minus_one", lambda: acceptance_probability(torch.ones(2) / 2, torch.ones(2) / 2, -1), ValueError, "token must be 0 or more, got -1"),
+        ("render_pool_of_a_float_block_size", lambda: pool.render_pool(3, 4.0), TypeError, "block_size must be an int, got float 4.0"),
+        ("render_pool_of_a_list_block_size", lambda: pool.render_pool(3, [4]), TypeError, "block_size must be an int, got list [4]"),
+        ("pool_run_of_a_float_block_size", lambda: pool.pool_run(4.0), TypeError, "block_size must be an int, got float 4.0"),
+        ("render_speculation_of_a_float_k", lambda: pool.render_speculation(4.0, "good draft"), TypeError, "num_draft must be an int, got float 4.0"),
+        ("render_speculation_of_a_list_of_drafts", lambda: pool.render_speculation(4, ["good draft"]), ValueError, "draft must be one of ('good draft', 'poor draft'), got ['good draft']"),
+        ("blocks_for_minus_five_tokens", lambda: BlockAllocator(4, 2).blocks_for(-5), ValueError, "num_tokens must be 0 or more, got -5"),
+        ("block_table_of_max_blocks_zero", lambda: table_of(0), ValueError, "max_blocks must be positive, got 0"),
+        ("block_table_narrower_than_a_table", lambda: table_of(1), ValueError, "max_blocks = 1 is less than the longest block table of 2 blocks"),
+        ("reserved_tokens_of_a_2d_array", lambda: reserved_tokens(np.ones((2, 3), dtype=np.int64), 10, 4), ValueError, "lengths must have shape (n,), got shape (2, 3)"),
+        ("pool_caption_of_record_minus_one", lambda: pool.pool_caption(pool.pool_run(4), -1, 4), ValueError, "index must be 0 or more, got -1"),
+    ]  # fmt: skip
+    return [case(name, call, error, *fragments) for name, call, error, *fragments in rows]
+
+
+SERVING_HARDENING = _serving_cases()
+
+
+@pytest.mark.parametrize(("call", "error", "fragments"), SERVING_HARDENING)
+def test_bad_input_to_the_serving_helpers_gets_a_clear_error(call, error, fragments):
+    with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
+        call()

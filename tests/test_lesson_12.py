@@ -37,8 +37,8 @@ from helpers.serving import (
     split_kv_attention,
 )
 from helpers.serving import model as lm
-from helpers.serving.engine import feed
-from helpers.serving.paged import slot_weights
+from helpers.serving.engine import feed, packed_forward
+from helpers.serving.paged import gather_blocks, slot_weights
 from helpers.serving.scheduler import Scheduler
 from helpers.serving.speculative import (
     residual,
@@ -1102,3 +1102,140 @@ def test_serving_explorers_redraw_when_driven_headless():
     first = box.image.value
     k.value = 3
     assert box.image.value != first and "proposals kept" in box.caption.value
+
+
+# --- silently wrong no more (the serving-hardening probes) --------------------------------------
+
+
+def test_feed_that_raises_pool_full_leaves_the_sequence_as_it_was():
+    model = small_model()
+    cache = PagedKVCache(2, 3, 2, 2, 4, torch.float64)
+    feed(model, cache, "a", [1, 2, 3])  # blocks 0 and 1, one slot free in block 1
+    before = (list(cache.allocator.tables["a"]), cache.allocator.lengths["a"])
+    with pytest.raises(PoolFull, match="needs 2 more blocks for 4 tokens, 1 of 3 are free"):
+        feed(model, cache, "a", [4, 5, 6, 7])  # one slot left, then one block: not two
+    assert (cache.allocator.tables["a"], cache.allocator.lengths["a"]) == before
+    assert cache.allocator.num_free == 1
+    got = feed(model, cache, "a", [4])  # the next token still sees exactly its 3 predecessors
+    torch.testing.assert_close(
+        got, model(torch.tensor([[1, 2, 3, 4]]))[0][0, 3:], atol=1e-10, rtol=0
+    )
+
+
+@pytest.mark.parametrize(
+    ("start", "stop", "message"),
+    [(0, 4, "stop <= the length 3 of sequence 'a', got start 0, stop 4"),
+     (-1, 2, "start must be 0 or more, got -1"),
+     (2, 1, "0 <= start <= stop <= the length 3")],
+)  # fmt: skip
+def test_slots_refuse_tokens_past_the_sequence_and_negative_starts(start, stop, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        held_one().slots("a", start, stop)
+
+
+def packed_call(positions, slots=None, tables=None, tokens=None):
+    """packed_forward of a small model over a pool of 4 blocks of 2 slots, block table [0, 1]."""
+    cache = PagedKVCache(2, 4, 2, 2, 4, torch.float64)
+    n = len(positions)
+    tokens = torch.arange(n) if tokens is None else tokens
+    slots = torch.arange(n) if slots is None else slots
+    tables = torch.tensor([[0, 1]]).expand(n, -1) if tables is None else tables
+    return packed_forward(small_model(), tokens, torch.tensor(positions), slots, tables, cache)
+
+
+def test_packed_forward_refuses_a_position_past_the_table():
+    with pytest.raises(ValueError, match=re.escape("positions must lie in 0..max_blocks * block_size - 1 = 3 (tables (2, 2), block_size 2), got [0, 4]")):  # fmt: skip
+        packed_call([0, 4])
+    with pytest.raises(ValueError, match=re.escape("tables[0, 0] = 9 is past the pool of num_blocks = 4")):  # fmt: skip
+        packed_call([0, 1], tables=torch.tensor([[9, 1], [9, 1]]))
+    with pytest.raises(ValueError, match=re.escape("slots must lie in 0..num_blocks * block_size - 1 = 7, got [0, -1]")):  # fmt: skip
+        packed_call([0, 1], slots=torch.tensor([0, -1]))
+    assert packed_call([0, 1, 2, 3]).shape == (4, lm.VOCAB)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_speculative_decoding_refuses_a_target_that_bans_every_token(temperature):
+    def banned(tokens):
+        return torch.full((1, tokens.shape[1], 4), float("-inf"), dtype=torch.float64)
+
+    with pytest.raises(ValueError, match=r"target returned logits \(1, \d, 4\) that are -inf for every token"):  # fmt: skip
+        speculative_decode(banned, table_draft, torch.tensor([[1]]), 3, 2, temperature,
+                           torch.Generator().manual_seed(0))  # fmt: skip
+
+
+def test_merging_chunks_that_have_no_key_gives_zeros_not_nan():
+    out = torch.randn(2, 3, 4, dtype=torch.float64)
+    none = torch.full((2, 3), float("-inf"), dtype=torch.float64)
+    assert torch.equal(
+        merge_partials([out, out], [none, none]), torch.zeros(2, 3, 4, dtype=torch.float64)
+    )
+    nan_out = torch.full_like(out, float("nan"))  # what 0 / 0 gives a chunk with no key
+    lse = torch.zeros(2, 3, dtype=torch.float64)
+    torch.testing.assert_close(merge_partials([out, nan_out], [lse, none]), out)
+
+
+@pytest.mark.parametrize(
+    ("outs", "lses", "message"),
+    [([torch.zeros(2, 3, 4)] * 2, [torch.zeros(2, 3)], "outs must all be (..., T_q, d_v) and lses (..., T_q), one per chunk"),
+     ([torch.zeros(2, 3, 4)] * 2, [torch.zeros(1, 3)] * 2, "lses [(1, 3), (1, 3)]"),
+     ([torch.zeros(2, 3, 4), torch.zeros(1, 3, 4)], [torch.zeros(2, 3)] * 2, "outs [(2, 3, 4), (1, 3, 4)]"),
+     ([], [], "outs must be a non-empty list of tensors, got []")],
+    ids=["lists_of_two_lengths", "lses_that_broadcast", "outs_that_broadcast", "empty_lists"],
+)  # fmt: skip
+def test_merge_partials_refuses_lists_that_do_not_match(outs, lses, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        merge_partials(outs, lses)
+
+
+P4 = torch.tensor([0.5, 0.2, 0.2, 0.1], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("fn", [residual, step_distribution], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    ("p", "q", "message"),
+    [(P4, torch.tensor([0.6, 0.6, -0.3, 0.1], dtype=torch.float64), "q must be a distribution (V,): numbers >= 0 summing to 1, got shape (4,), smallest -0.3"),
+     (P4 * 2, P4, "p must be a distribution (V,): numbers >= 0 summing to 1, got shape (4,), smallest 0.2, sum 2"),
+     (P4, P4[None], "q must have shape (V,), got shape (1, 4)"),
+     (P4, torch.tensor([0.5, 0.5], dtype=torch.float64), "p and q must share one vocabulary: p (4,), q (2,)")],
+    ids=["negative", "not_summing_to_one", "two_axes", "two_vocabularies"],
+)  # fmt: skip
+def test_residual_and_step_distribution_refuse_what_is_not_a_distribution(fn, p, q, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        fn(p, q)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [(lambda: gather_blocks(POOL, torch.tensor([[-2]]), torch.tensor([3])), "block_tables[0, 0] = -2 is past the pool of num_blocks = 4"),
+     (lambda: gather_blocks(POOL, TABLES, torch.tensor([0, 2])), "seq_lens must lie in 1..max_blocks * block_size = 2 * 3 = 6, got [0, 2]"),
+     (lambda: gather_blocks(POOL, TABLES, LENS[:1]), "with block_tables' B = 2: block_tables (2, 2), seq_lens (1,)"),
+     (lambda: gather_blocks(POOL[0], TABLES, LENS), "cache must have shape (num_blocks, h_kv, block_size, d), got shape (2, 3, 8)"),
+     (lambda: slot_weights(Q, POOL, torch.tensor([[-2, 0], [1, 2]]), LENS), "block_tables[0, 0] = -2 is past the pool"),
+     (lambda: slot_weights(Q, POOL, TABLES, torch.tensor([0, 2])), "seq_lens must lie in 1..")],
+    ids=["gather_a_negative_block", "gather_no_token", "gather_lengths_of_another_batch", "gather_one_layer_too_few", "slot_weights_a_negative_block", "slot_weights_no_token"],
+)  # fmt: skip
+def test_gather_blocks_and_slot_weights_check_as_paged_attention_does(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+def _gather_for_block_size_4(k_cache, table, seq_len):  # the notebook's block size, hard-coded
+    keys = k_cache[table[: -(-seq_len // 4)]].transpose(0, 1)
+    return keys.reshape(k_cache.shape[1], -1, k_cache.shape[3])[:, :seq_len]
+
+
+def _gather_for_two_kv_heads(k_cache, table, seq_len):  # the notebook's h_kv, hard-coded
+    keys = k_cache[table[: -(-seq_len // k_cache.shape[2])]].transpose(0, 1)
+    return keys.reshape(2, -1, k_cache.shape[3])[:, :seq_len]
+
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [(_gather_for_block_size_4, "your answer works for block_size 4 only: read the sizes from k_cache.shape"),
+     (_gather_for_two_kv_heads, "your answer works for h_kv 2 only: read the sizes from k_cache.shape")],
+    ids=["block_size", "h_kv"],
+)  # fmt: skip
+def test_the_gather_keys_checker_names_a_hard_coded_size(answer, hint, capsys):
+    exercises.check("gather_keys", answer)
+    out = capsys.readouterr().out
+    assert "check 4 (of 4) failed" in out and hint in out, out

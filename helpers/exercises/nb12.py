@@ -61,10 +61,33 @@ def _gather_keys():
                 f"seq_len = {seq_len}, block_table {table}: the keys differ"
             )
 
+    def reads_the_sizes_from_k_cache(fn):
+        for other in ((12, 2, 4, 3), (9, 2, 3, 3), (9, 3, 4, 3), (9, 2, 4, 5)):  # one size each
+            pool = _randn(*other, seed=125)
+            table, seq_len = [5, 0, 2], 2 * other[2] + 1  # 3 blocks, the last one partly filled
+            want = _keys_by_hand(pool, table, seq_len)
+            try:
+                got = fn(pool, torch.tensor(table), seq_len)
+                right = tuple(got.shape) == tuple(want.shape) and torch.equal(got, want)
+            except Exception as error:  # a reshape to the notebook's sizes fails on another pool
+                got, right = error, False
+            if not right:
+                fixed = [f"{name} {mine}" for name, mine, theirs in zip(
+                    ("num_blocks", "h_kv", "block_size", "d"), (num_blocks, h_kv, size, d), other,
+                    strict=True) if mine != theirs]  # fmt: skip
+                raise Slip(
+                    f"on a pool of (num_blocks, h_kv, block_size, d) = {other} (the notebook's is "
+                    f"{(num_blocks, h_kv, size, d)}), block_table {table}, seq_len {seq_len}: "
+                    f"{'the keys differ' if isinstance(got, torch.Tensor) else got!r}",
+                    f"your answer works for {', '.join(fixed)} only: read the sizes from "
+                    "k_cache.shape (num_blocks, h_kv, block_size, d), not from the notebook's pool.",
+                )
+
     return [
         ("the keys of 10 tokens in 3 blocks, in order", returns_the_sequences_keys_in_order),
         ("blocks come in the table's order", follows_the_table_not_the_block_numbers),
         ("a partly filled last block and -1 padding", stops_at_seq_len),
+        ("pools of other sizes: the sizes come from k_cache", reads_the_sizes_from_k_cache),
     ]
 
 

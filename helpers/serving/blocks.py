@@ -42,7 +42,7 @@ class BlockAllocator:
 
     def blocks_for(self, num_tokens: int) -> int:
         """Blocks that ``num_tokens`` tokens fill: ``ceil(num_tokens / block_size)``."""
-        return -(-num_tokens // self.block_size)
+        return -(-validation.require_non_negative_int("num_tokens", num_tokens) // self.block_size)
 
     @property
     def num_free(self) -> int:
@@ -100,6 +100,13 @@ class BlockAllocator:
         self.lengths[seq] = length + 1
         return table[-1] * self.block_size + offset, copy
 
+    def blocks_to_append(self, seq: Hashable, num_tokens: int) -> int:
+        """Free blocks that appending ``num_tokens`` tokens to the sequence takes: new blocks,
+        and a private copy of a shared, partly filled last block."""
+        table, length = self.table(seq), self.lengths[seq]
+        shared = length % self.block_size != 0 and self.refs[table[-1]] > 1
+        return self.blocks_for(length + num_tokens) - len(table) + shared
+
     def fork(self, parent: Hashable, child: Hashable) -> None:
         """``child`` starts as ``parent``: the same blocks, shared (each count goes up by one)."""
         if child in self.tables:
@@ -117,8 +124,15 @@ class BlockAllocator:
         del self.lengths[seq]
 
     def slots(self, seq: Hashable, start: int, stop: int) -> list[int]:
-        """The slots of the sequence's tokens ``start .. stop - 1``."""
-        table, size = self.table(seq), self.block_size
+        """The slots of the sequence's tokens ``start .. stop - 1``, ``0 <= start <= stop <=``
+        its length."""
+        table, size, length = self.table(seq), self.block_size, self.lengths[seq]
+        start, stop = (
+            validation.require_non_negative_int(n, x) for n, x in (("start", start), ("stop", stop))
+        )
+        if not start <= stop <= length:
+            raise ValueError(f"start and stop must satisfy 0 <= start <= stop <= the length "
+                             f"{length} of sequence {seq!r}, got start {start}, stop {stop}")  # fmt: skip
         return [table[t // size] * size + t % size for t in range(start, stop)]
 
     def filled(self) -> list[int]:
@@ -170,17 +184,48 @@ class PagedKVCache:
             self.values[:, private] = self.values[:, shared]
         return slot
 
-    def write(self, layer: int, slots: Tensor, k: Tensor, v: Tensor) -> None:
-        """Store the keys and values ``(N, h_kv, d_k)`` of N tokens in their ``slots (N,)``."""
+    def write(self, layer: int, slots: Tensor, k: Tensor, v: Tensor, checked: bool = False) -> None:
+        """Store the keys and values ``(N, h_kv, d_k)`` of N tokens in their ``slots (N,)``
+        (``checked=True``: the caller has checked them, once for all layers)."""
+        if not checked:
+            self.check_write(layer, slots, k, v)
         blocks, offsets = slots // self.block_size, slots % self.block_size
         self.keys[layer, blocks, :, offsets] = k
         self.values[layer, blocks, :, offsets] = v
 
+    def check_write(self, layer: int, slots: Tensor, k: Tensor, v: Tensor) -> None:
+        """What :meth:`write` needs: a layer, slots ``(N,)`` in the pool, k and v ``(N, h_kv,
+        d_k)`` in the cache's dtype and on its device."""
+        layers, num_blocks, h_kv, size, d_k = self.keys.shape
+        validation.require_index("layer", layer, layers)
+        validation.require_integer_tensor("slots", slots, "(N,)")
+        validation.require_ndim("slots", slots, (1,), "(N,)")
+        for name, x in (("k", k), ("v", v)):
+            validation.require_array(name, x, Tensor, "torch.Tensor")
+            if tuple(x.shape) != (len(slots), h_kv, d_k):
+                raise ValueError(f"{name} must be (N, h_kv, d_k) = {(len(slots), h_kv, d_k)} for "
+                                 f"slots {tuple(slots.shape)}, got {tuple(x.shape)}")  # fmt: skip
+        validation.require_same_dtype(k=k, v=v, cache=self.keys)
+        validation.require_same_device(slots=slots, k=k, v=v, cache=self.keys)
+        if len(slots) and not 0 <= int(slots.min()) <= int(slots.max()) < num_blocks * size:
+            raise ValueError(f"slots must lie in 0..num_blocks * block_size - 1 = "
+                             f"{num_blocks * size - 1}, got {slots.tolist()}")  # fmt: skip
+
     def block_table(self, seqs: list[Hashable], max_blocks: int | None = None) -> Tensor:
         """The block tables of ``seqs`` as one ``(len(seqs), max_blocks)`` int64 tensor, -1 after
         each sequence's last block."""
+        if not isinstance(seqs, list) or not seqs:
+            raise TypeError(f"seqs must be a non-empty list of sequences, got {seqs!r}")
         tables = [self.allocator.table(s) for s in seqs]
-        width = max_blocks or max(len(t) for t in tables)
+        longest = max(len(t) for t in tables)
+        width = (
+            longest
+            if max_blocks is None
+            else validation.require_positive_int("max_blocks", max_blocks)
+        )
+        if width < longest:
+            raise ValueError(f"max_blocks = {width} is less than the longest block table of "
+                             f"{longest} blocks (seqs {seqs!r})")  # fmt: skip
         out = torch.full((len(seqs), width), -1, dtype=torch.int64)
         for row, table in enumerate(tables):
             out[row, : len(table)] = torch.tensor(table, dtype=torch.int64)

@@ -11,18 +11,16 @@ gives its next token (greedy).
 
 from __future__ import annotations
 
-import numbers
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from helpers.rope import apply_rope
-from helpers.serving.blocks import PagedKVCache
+from helpers.serving.blocks import PagedKVCache, PoolFull
+from helpers.serving.checks import check_cache, check_packed, check_requests, check_tokens
 from helpers.serving.model import TinyLM
 from helpers.serving.paged import paged_attention_unchecked
 from helpers.serving.scheduler import Request, Scheduler, Work
@@ -38,6 +36,7 @@ def packed_forward(
     tokens, positions, slots ``(N,)``; ``tables (N, max_blocks)``: each token's request's block
     table. Token n attends to the first ``positions[n] + 1`` tokens of its request.
     """
+    check_packed(model, tokens, positions, slots, tables, cache)  # once, for every layer
     x = model.embed(tokens)  # (N, D)
     seq_lens = positions + 1
     for i, layer in enumerate(model.layers):
@@ -45,7 +44,8 @@ def packed_forward(
         q = layer.q_proj(x).view(N, h, d).transpose(0, 1)  # (h, N, d): RoPE turns along N
         k = layer.k_proj(x).view(N, h_kv, d).transpose(0, 1)
         q, k = apply_rope(q, positions), apply_rope(k, positions)  # each at its own position
-        cache.write(i, slots, k.transpose(0, 1), layer.v_proj(x).view(N, h_kv, d))
+        v = layer.v_proj(x).view(N, h_kv, d)
+        cache.write(i, slots, k.transpose(0, 1), v, checked=True)
         out = paged_attention_unchecked(
             q.transpose(0, 1), cache.keys[i], cache.values[i], tables, seq_lens
         )  # (N, h, d)
@@ -59,10 +59,17 @@ def feed(model: TinyLM, cache: PagedKVCache, seq: object, tokens: list[int]) -> 
     A new sequence gets blocks for them; a known one appends slots (copying a shared last block
     first). What the engine does for one request, by hand (notebook 12, sections 3 and 4).
     """
-    _check_tokens(tokens, model.unembed.weight.shape[0])  # before any block is taken
+    check_tokens(tokens, model.unembed.weight.shape[0])  # before any block is taken
+    check_cache(model, cache)
     allocator = cache.allocator
     if seq in allocator.tables:
         start = allocator.lengths[seq]
+        need = allocator.blocks_to_append(seq, len(tokens))
+        if need > allocator.num_free:  # all or nothing: no slot is taken that is never written
+            raise PoolFull(
+                f"sequence {seq!r} needs {need} more blocks for {len(tokens)} tokens, "
+                f"{allocator.num_free} of {allocator.num_blocks} are free"
+            )
         slots = [cache.append(seq) for _ in tokens]
     else:
         start = 0
@@ -73,24 +80,6 @@ def feed(model: TinyLM, cache: PagedKVCache, seq: object, tokens: list[int]) -> 
     with torch.no_grad():
         return packed_forward(
             model, torch.tensor(tokens), positions, torch.tensor(slots), table, cache
-        )
-
-
-def _check_tokens(tokens: Any, vocab: int) -> None:
-    """A non-empty list of token ids in 0..vocab-1 (NumPy integers too; not bools)."""
-    ok = (
-        isinstance(tokens, list)
-        and tokens
-        and all(
-            isinstance(t, numbers.Integral)
-            and not isinstance(t, (bool, np.bool_))
-            and 0 <= t < vocab
-            for t in tokens
-        )
-    )
-    if not ok:
-        raise ValueError(
-            f"tokens must be a non-empty list of token ids in 0..{vocab - 1}, got {tokens!r}"
         )
 
 
@@ -202,22 +191,14 @@ def serve(
     A request joins the queue at the step of its ``arrival``; steps with nothing to run are
     skipped. The pool holds ``num_blocks`` blocks of ``block_size`` tokens in the model's dtype.
     """
-    if not isinstance(requests, (list, tuple)):
-        raise TypeError(f"requests must be a list of Request, got {type(requests).__name__}")
+    check_requests(model, requests, progress)  # all of them before the run: none fails half-way
     first = model.layers[0]
     cache = PagedKVCache(len(model.layers), num_blocks, block_size, first.num_kv_heads,
                          first.d_k, model.unembed.weight.dtype)  # fmt: skip
     engine = Engine(model, cache, Scheduler(cache, max_batch, policy))
     fresh = [Request(r.rid, list(r.prompt), r.max_new_tokens, r.arrival) for r in requests]
-    if len({r.rid for r in fresh}) != len(fresh):
-        raise ValueError(f"requests need distinct rids, got {[r.rid for r in fresh]}")
     for request in fresh:
-        engine.scheduler.check(request)  # all of them before the run: none fails half-way
-        if max(request.prompt) >= model.unembed.weight.shape[0]:
-            raise ValueError(
-                f"request {request.rid}: prompt token {max(request.prompt)} is past the model's "
-                f"vocabulary of {model.unembed.weight.shape[0]}"
-            )
+        engine.scheduler.check(request)  # each fits in the pool
     pending = sorted(fresh, key=lambda r: r.arrival)
     history, done = [], 0
     bar = tqdm(total=len(fresh), desc=f"{policy} batching", disable=not progress)

@@ -11,6 +11,7 @@ per layer. The serving engine runs the same weights over a paged cache instead
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -49,8 +50,7 @@ class TinyLM(nn.Module):
         self, tokens: Tensor, caches: list[KVCache] | None = None
     ) -> tuple[Tensor, list[KVCache]]:
         """``(logits (B, T_new, vocab), caches)``: notebook 08's forward, cache included."""
-        validation.require_array("tokens", tokens, Tensor, "torch.Tensor")
-        validation.require_ndim("tokens", tokens, (2,), "(B, T)")
+        check_token_ids("tokens", tokens, self.vocab)
         x = self.embed(tokens)  # (B, T_new, D)
         caches = caches or [None] * len(self.layers)
         new_caches = []
@@ -63,6 +63,23 @@ class TinyLM(nn.Module):
     def logits(self, tokens: Tensor) -> Tensor:
         """Scores for every position, no cache: the callable speculative decoding takes."""
         return self(tokens)[0]
+
+
+def check_token_ids(name: str, tokens: Any, vocab: int, layout: str = "(B, T)") -> None:
+    """Token ids: an integer tensor ``(B, T)`` with T >= 1 (``(1, T)`` if ``layout`` says so),
+    every id in ``0 .. vocab - 1``."""
+    validation.require_array(name, tokens, Tensor, "torch.Tensor")
+    validation.require_integer_tensor(name, tokens, layout)
+    validation.require_ndim(name, tokens, (2,), layout)
+    if 0 in tokens.shape or (layout == "(1, T)" and tokens.shape[0] != 1):
+        raise ValueError(
+            f"{name} must be token ids {layout} with T >= 1, got {tuple(tokens.shape)}"
+        )
+    if not 0 <= int(tokens.min()) <= int(tokens.max()) < vocab:
+        raise ValueError(
+            f"{name} must lie in the vocabulary 0..{vocab - 1}, got ids from {int(tokens.min())} "
+            f"to {int(tokens.max())}, shape {tuple(tokens.shape)}"
+        )
 
 
 def make_model(name: str, seed: int = 0) -> TinyLM:
@@ -86,6 +103,8 @@ def load_models(dtype: torch.dtype = torch.float32) -> dict[str, TinyLM]:
 
 def generate(model: TinyLM, prompt: Tensor, max_new_tokens: int) -> Tensor:
     """Greedy decoding of one batch with notebook 08's cache: ``(B, T_0 + max_new_tokens)``."""
+    validation.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
+    check_token_ids("prompt", prompt, model.vocab)
     tokens, new, caches = prompt, prompt, None
     with torch.no_grad():
         for _ in range(validation.require_non_negative_int("max_new_tokens", max_new_tokens)):
@@ -106,6 +125,7 @@ class CachedLM:
     """
 
     def __init__(self, model: TinyLM) -> None:
+        validation.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
         self.model = model
         self.seen = torch.zeros(1, 0, dtype=torch.int64)
         self.caches: list[KVCache] | None = None
@@ -113,6 +133,7 @@ class CachedLM:
         self.forwards = self.tokens_run = 0
 
     def __call__(self, tokens: Tensor) -> Tensor:
+        check_token_ids("tokens", tokens, self.model.vocab, "(1, T)")
         same = (tokens[0, : self.seen.shape[1]] == self.seen[0, : tokens.shape[1]]).long()
         common = int(same.cumprod(0).sum())  # length of the shared prefix
         if common == tokens.shape[1]:

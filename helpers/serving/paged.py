@@ -66,13 +66,17 @@ def _refuse_non_finite(out: np.ndarray, q: Tensor, k_cache: Tensor) -> None:
         )
 
 
-def gather_blocks(cache: Tensor, block_tables: Tensor, seq_lens: Tensor) -> Tensor:
+def gather_blocks(
+    cache: Tensor, block_tables: Tensor, seq_lens: Tensor, checked: bool = False
+) -> Tensor:
     """Each sequence's blocks of ``cache (num_blocks, h_kv, block_size, d)``, laid end to end:
-    ``(B, h_kv, max_blocks * block_size, d)``. Unchecked.
+    ``(B, h_kv, max_blocks * block_size, d)`` (``checked=True``: the caller has checked them).
 
     Table entries past a sequence's last block may hold anything (-1, say): they are read as
     block 0, and the attention masks whatever lands there.
     """
+    if not checked:
+        check_gather(cache, block_tables, seq_lens)
     size = cache.shape[2]
     used = torch.arange(block_tables.shape[1], device=cache.device) * size < seq_lens[:, None]
     blocks = cache[torch.where(used, block_tables, 0)]  # (B, max_blocks, h_kv, block_size, d)
@@ -86,7 +90,7 @@ def paged_attention_unchecked(
     """:func:`paged_attention` on checked torch tensors (the serving engine calls this)."""
     B, h, d = q.shape
     weights, valid = paged_weights(q, k_cache, block_tables, seq_lens)  # (B, h_kv, group, S)
-    values = gather_blocks(v_cache, block_tables, seq_lens)  # (B, h_kv, S, d)
+    values = gather_blocks(v_cache, block_tables, seq_lens, checked=True)  # (B, h_kv, S, d)
     values = values.masked_fill(~valid[:, None, :, None], 0.0)  # a stale slot may hold anything
     return (weights @ values).reshape(B, h, d)
 
@@ -98,7 +102,7 @@ def paged_weights(
     which of the ``S = max_blocks * block_size`` slots hold a token, ``(B, S)``. Unchecked."""
     B, h, d = q.shape
     h_kv = k_cache.shape[1]
-    keys = gather_blocks(k_cache, block_tables, seq_lens)  # (B, h_kv, S, d)
+    keys = gather_blocks(k_cache, block_tables, seq_lens, checked=True)  # (B, h_kv, S, d)
     valid = torch.arange(keys.shape[2], device=q.device) < seq_lens[:, None]  # (B, S)
     grouped = q.view(B, h_kv, h // h_kv, d) / math.sqrt(d)  # query head j -> KV head j // group
     scores = grouped @ keys.transpose(-2, -1)  # (B, h_kv, group, S)
@@ -109,6 +113,7 @@ def paged_weights(
 def slot_weights(q: Tensor, k_cache: Tensor, block_tables: Tensor, seq_lens: Tensor) -> Tensor:
     """The weights of :func:`paged_attention` laid out by slot of the pool: ``(B, h, num_blocks *
     block_size)``, 0 on every slot a sequence does not read. For pictures (notebook 12, §3)."""
+    check_paged(q, k_cache, k_cache, block_tables, seq_lens)
     B, h, _ = q.shape
     num_blocks, _, size, _ = k_cache.shape
     weights, valid = paged_weights(q, k_cache, block_tables, seq_lens)
@@ -138,6 +143,7 @@ def check_paged(q, k_cache, v_cache, block_tables, seq_lens) -> None:
         validation.require_integer_tensor(name, x, "(B, max_blocks)" if name[0] == "b" else "(B,)")
     validation.require_same_device(q=q, k_cache=k_cache, v_cache=v_cache,
                                    block_tables=block_tables, seq_lens=seq_lens)  # fmt: skip
+    _refuse_meta(q)
     B, h, d = q.shape
     num_blocks, h_kv, size, d_cache = k_cache.shape
     for name, x in (("q", q), ("k_cache", k_cache)):
@@ -153,19 +159,45 @@ def check_paged(q, k_cache, v_cache, block_tables, seq_lens) -> None:
             f"q's h = {h} heads must be divisible by the cache's h_kv = {h_kv}: q {tuple(q.shape)}, "
             f"k_cache {tuple(k_cache.shape)}"
         )
-    _check_tables(block_tables, seq_lens, B, num_blocks, size)
+    check_tables(block_tables, seq_lens, B, num_blocks, size)
 
 
-def _check_tables(block_tables, seq_lens, B: int, num_blocks: int, size: int) -> None:
+def check_gather(cache, block_tables, seq_lens) -> None:
+    """What :func:`gather_blocks` needs: the checks of :func:`check_paged` on one pool."""
+    validation.require_array("cache", cache, Tensor, "torch.Tensor")
+    validation.require_ndim("cache", cache, (4,), "(num_blocks, h_kv, block_size, d)")
+    for name, x in (("block_tables", block_tables), ("seq_lens", seq_lens)):
+        validation.require_integer_tensor(name, x, "(B, max_blocks)" if name[0] == "b" else "(B,)")
+    validation.require_same_device(cache=cache, block_tables=block_tables, seq_lens=seq_lens)
+    _refuse_meta(cache)
+    validation.require_ndim("block_tables", block_tables, (2,), "(B, max_blocks)")
+    if 0 in cache.shape:
+        raise ValueError(f"cache has an axis of size 0, shape {tuple(cache.shape)}")
+    B = block_tables.shape[0]
+    names = ("block_tables", "seq_lens", "block_tables' B")
+    check_tables(block_tables, seq_lens, B, cache.shape[0], cache.shape[2], names)
+
+
+def _refuse_meta(x: Tensor) -> None:
+    if x.device.type == "meta":
+        raise ValueError(
+            f"the inputs are meta tensors (shapes only, no numbers), shape {tuple(x.shape)}: the "
+            "block tables and lengths must be read; give tensors on the CPU or a GPU"
+        )
+
+
+def check_tables(block_tables, seq_lens, B: int, num_blocks: int, size: int,
+                  names: tuple[str, str, str] = ("block_tables", "seq_lens", "q's B")) -> None:  # fmt: skip
+    tables_name, lens_name, whose = names
     if block_tables.ndim != 2 or seq_lens.shape != (B,) or block_tables.shape[0] != B:
         raise ValueError(
-            f"block_tables must be (B, max_blocks) and seq_lens (B,) with q's B = {B}: "
-            f"block_tables {tuple(block_tables.shape)}, seq_lens {tuple(seq_lens.shape)}"
+            f"{tables_name} must be (B, max_blocks) and {lens_name} (B,) with {whose} = {B}: "
+            f"{tables_name} {tuple(block_tables.shape)}, {lens_name} {tuple(seq_lens.shape)}"
         )
     capacity = block_tables.shape[1] * size
     if bool(((seq_lens < 1) | (seq_lens > capacity)).any()):
         raise ValueError(
-            f"seq_lens must lie in 1..max_blocks * block_size = {block_tables.shape[1]} * {size} "
+            f"{lens_name} must lie in 1..max_blocks * block_size = {block_tables.shape[1]} * {size} "
             f"= {capacity}, got {seq_lens.tolist()}"
         )
     used = torch.arange(block_tables.shape[1]) * size < seq_lens.cpu()[:, None]
@@ -174,7 +206,7 @@ def _check_tables(block_tables, seq_lens, B: int, num_blocks: int, size: int) ->
     if bool(bad.any()):
         row, col = (int(i) for i in bad.nonzero()[0])
         raise ValueError(
-            f"block_tables[{row}, {col}] = {int(tables[row, col])} is past the pool of "
+            f"{tables_name}[{row}, {col}] = {int(tables[row, col])} is past the pool of "
             f"num_blocks = {num_blocks} (a block in use must lie in 0..{num_blocks - 1}); "
-            f"block_tables {tuple(block_tables.shape)}, seq_lens[{row}] = {int(seq_lens[row])}"
+            f"{tables_name} {tuple(block_tables.shape)}, {lens_name}[{row}] = {int(seq_lens[row])}"
         )

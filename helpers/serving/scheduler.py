@@ -80,7 +80,7 @@ class Scheduler:
 
     def check(self, request: Request) -> None:
         """Raise ValueError for a request that is malformed or could never fit in the pool."""
-        _check_request(request)
+        check_request(request)
         need = self.allocator.blocks_for(len(request.prompt) + request.max_new_tokens - 1)
         if need > self.allocator.num_blocks:
             raise ValueError(
@@ -142,7 +142,7 @@ class Scheduler:
         return admitted
 
 
-def _check_request(request: Request) -> None:
+def check_request(request: Request) -> None:
     validation.require_array("request", request, Request, "helpers.serving.Request")
     ids = isinstance(request.prompt, list) and all(
         isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_)) and t >= 0

@@ -121,6 +121,7 @@ def distribution(logits: Tensor, temperature: float) -> Tensor:
 
 def acceptance_probability(p: Tensor, q: Tensor, token: int) -> float:
     """``min(1, p(token) / q(token))``: how likely the draft's ``token`` is kept."""
+    token = validation.require_index("token", token, len(q))  # -1 is no token
     return min(1.0, float(p[token] / q[token]))
 
 
@@ -130,6 +131,7 @@ def residual(p: Tensor, q: Tensor) -> Tensor:
     If the draft offered everything the target wants (p = q, where no rejection happens
     anyway) it is ``p`` itself.
     """
+    check_distributions(p, q)
     extra = (p - q).clamp(min=0)
     total = extra.sum()
     return extra / total if total > 0 else p
@@ -149,19 +151,44 @@ def sample(probs: Tensor, generator: torch.Generator | None) -> Tensor:
 def step_distribution(p: Tensor, q: Tensor) -> Tensor:
     """The exact distribution of one speculative token, ``(V,)``: draft x with probability
     q(x), kept with :func:`acceptance_probability`, else a draw from :func:`residual`."""
-    out = torch.zeros_like(p)
+    out, redraw = torch.zeros_like(p), residual(p, q)  # residual checks p and q
     for x in range(len(q)):
         if q[x] == 0:
             continue
         kept = acceptance_probability(p, q, x)
         out[x] += q[x] * kept
-        out += q[x] * (1 - kept) * residual(p, q)
+        out += q[x] * (1 - kept) * redraw
     return out
 
 
+def check_distributions(p: Tensor, q: Tensor) -> None:
+    """p and q: floating tensors ``(V,)`` of one shape, each >= 0 and summing to 1."""
+    for name, x in (("p", p), ("q", q)):
+        validation.require_array(name, x, Tensor, "torch.Tensor")
+        validation.require_floating(name, x)
+        validation.require_ndim(name, x, (1,), "(V,)")
+        total = float(x.sum())
+        if x.numel() == 0 or not bool((x >= 0).all()) or abs(total - 1) > 1e-6:
+            raise ValueError(
+                f"{name} must be a distribution (V,): numbers >= 0 summing to 1, got shape "
+                f"{tuple(x.shape)}, smallest {float(x.min()) if x.numel() else 'none'}, sum {total:.6g}"
+            )
+    if p.shape != q.shape:
+        raise ValueError(
+            f"p and q must share one vocabulary: p {tuple(p.shape)}, q {tuple(q.shape)}"
+        )
+
+
 def _call(model: Model, name: str, tokens: Tensor) -> Tensor:
-    """``model(tokens)``: logits ``(1, T, V)`` with no NaN and no +inf (-inf bans a token)."""
-    logits = model(tokens)
+    """``model(tokens)``: logits ``(1, T, V)`` with no NaN and no +inf (-inf bans a token), and
+    in each row a token not banned."""
+    try:
+        logits = model(tokens)
+    except (IndexError, ValueError) as error:  # a token past its vocabulary, say
+        raise ValueError(
+            f"{name} failed on token ids {tokens.tolist()} ({error}): the prompt's tokens (and "
+            f"the draft's proposals) must lie in the {name}'s vocabulary"
+        ) from error
     if not isinstance(logits, Tensor) or logits.ndim != 3 or logits.shape[:2] != tokens.shape:
         shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
         raise ValueError(
@@ -174,6 +201,12 @@ def _call(model: Model, name: str, tokens: Tensor) -> Tensor:
             f"{name} returned logits {tuple(logits.shape)} holding NaN or +inf at "
             f"{int(bad.sum())} entries: no token can be chosen from them"
         )
+    banned = (logits == float("-inf")).all(dim=-1)  # (1, T)
+    if bool(banned.any()):
+        raise ValueError(
+            f"{name} returned logits {tuple(logits.shape)} that are -inf for every token at "
+            f"positions {banned[0].nonzero().flatten().tolist()}: no token can be chosen there"
+        )
     return logits
 
 
@@ -182,8 +215,8 @@ def _call_target(target: Model, tokens: Tensor, q: Tensor | None) -> Tensor:
     vocabulary (an IndexError from its embedding) is named as a vocabulary mismatch."""
     try:
         return _call(target, "target", tokens)
-    except IndexError as error:
-        if q is None:
+    except ValueError as error:
+        if q is None or not isinstance(error.__cause__, (IndexError, ValueError)):
             raise
         raise ValueError(
             f"target failed on the draft's proposals {tokens[0, -len(q) :].tolist()} ({error}): "
@@ -206,6 +239,8 @@ def _check(target, draft, prompt, max_new_tokens, num_draft, temperature, genera
             f"prompt must be int64 token ids (1, T_0) with T_0 >= 1, got {prompt.dtype} "
             f"{tuple(prompt.shape)}"
         )
+    if int(prompt.min()) < 0:
+        raise ValueError(f"prompt must hold token ids >= 0, got {prompt.tolist()}")
     validation.require_non_negative_int("max_new_tokens", max_new_tokens)
     validation.require_positive_int("num_draft", num_draft)
     validation.require_real("temperature", temperature, low=0.0)

@@ -51,8 +51,9 @@ def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.n
     dtype = q.dtype
     if dtype in (torch.float16, torch.bfloat16):  # partial results in float32, as kernels keep them
         q, k, v = q.float(), k.float(), v.float()
-    partials = [partial_attention(q, kc, vc) for kc, vc in chunks(k, v, num_splits)]
-    out = merge_partials([o for o, _ in partials], [lse for _, lse in partials]).to(dtype)
+    partials = [partial_attention(q, kc, vc, checked=True) for kc, vc in chunks(k, v, num_splits)]
+    outs, lses = [o for o, _ in partials], [lse for _, lse in partials]
+    out = merge_partials(outs, lses, checked=True).to(dtype)
     if not numpy_in:
         return out
     out = out.numpy()
@@ -70,8 +71,13 @@ def chunks(k: Tensor, v: Tensor, num_splits: int) -> list[tuple[Tensor, Tensor]]
     return list(zip(*pieces, strict=True))
 
 
-def partial_attention(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """Attention over one chunk of keys: ``(output (..., T_q, d_v), lse (..., T_q))``. Unchecked."""
+def partial_attention(
+    q: Tensor, k: Tensor, v: Tensor, checked: bool = False
+) -> tuple[Tensor, Tensor]:
+    """Attention over one chunk of keys: ``(output (..., T_q, d_v), lse (..., T_q))``
+    (``checked=True``: the caller has checked q, k, v)."""
+    if not checked:
+        validation.check_attention(q, k, v, None, Tensor, "torch.Tensor")
     scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (..., T_q, T_chunk)
     m = scores.amax(dim=-1, keepdim=True)  # the chunk's running max, as in notebook 09
     p = torch.exp(scores - m)
@@ -79,15 +85,43 @@ def partial_attention(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     return (p @ v) / total, (m + torch.log(total)).squeeze(-1)
 
 
-def merge_partials(outs: list[Tensor], lses: list[Tensor]) -> Tensor:
+def merge_partials(outs: list[Tensor], lses: list[Tensor], checked: bool = False) -> Tensor:
     """Merge the chunks' outputs ``(..., T_q, d_v)`` by their log-sum-exps ``(..., T_q)``.
 
     Every weight ``exp(lse_i - L)`` is at most 1, so nothing overflows however large the scores.
+    A row whose chunks all have ``lse = -inf`` (no key to attend to) gives zeros, and a chunk
+    with ``lse = -inf`` adds nothing, whatever its output holds.
     """
+    if not checked:
+        check_partials(outs, lses)
     lse = torch.stack(lses)  # (num_splits, ..., T_q)
     total = torch.logsumexp(lse, dim=0)  # L: the whole row's log-sum-exp
-    shares = torch.exp(lse - total)  # each chunk's share of the softmax mass; they sum to 1
-    return (shares[..., None] * torch.stack(outs)).sum(dim=0)
+    shares = torch.exp(lse - total.clamp(min=torch.finfo(lse.dtype).min))  # they sum to 1
+    share_out = shares[..., None] * torch.stack(outs)
+    return torch.where(shares[..., None] == 0, 0, share_out).sum(dim=0)  # 0, not 0 x NaN
+
+
+def check_partials(outs: list[Tensor], lses: list[Tensor]) -> None:
+    """Lists of one length >= 1: outputs ``(..., T_q, d_v)`` and log-sum-exps ``(..., T_q)``,
+    every output of one shape, every lse its shape without the last axis."""
+    for name, xs in (("outs", outs), ("lses", lses)):
+        if not isinstance(xs, (list, tuple)) or not xs:
+            raise ValueError(f"{name} must be a non-empty list of tensors, got {xs!r}")
+        for i, x in enumerate(xs):
+            validation.require_array(f"{name}[{i}]", x, Tensor, "torch.Tensor")
+            validation.require_floating(f"{name}[{i}]", x)
+    shapes = [tuple(o.shape) for o in outs], [tuple(x.shape) for x in lses]
+    first = shapes[0][0]
+    if (
+        len(outs) != len(lses)
+        or len(first) < 2
+        or any(s != first for s in shapes[0])
+        or any(s != first[:-1] for s in shapes[1])
+    ):
+        raise ValueError(
+            f"outs must all be (..., T_q, d_v) and lses (..., T_q), one per chunk: outs "
+            f"{shapes[0]}, lses {shapes[1]}"
+        )
 
 
 def decode_work_units(batch: int, heads: int, num_splits: int = 1) -> int:

@@ -34,6 +34,7 @@ def reserved_tokens(lengths: np.ndarray, max_len: int, block_size: int | None = 
     """
     lengths = np.asarray(lengths)
     validation.require_integer_tensor("lengths", lengths, "(n,)")
+    validation.require_ndim("lengths", lengths, (1,), "(n,)")
     if lengths.size and lengths.min() < 0:
         raise ValueError(f"lengths must be 0 or more, got {lengths.min()} in shape {lengths.shape}")
     max_len = validation.require_positive_int("max_len", max_len)

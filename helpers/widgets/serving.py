@@ -50,14 +50,32 @@ def pool_mix() -> list:
                        arrival_every=2.5)  # fmt: skip
 
 
-@lru_cache(maxsize=len(BLOCK_SIZES))
 def pool_run(block_size: int) -> ServeResult:
     """The mix served from :data:`POOL_SLOTS` slots in blocks of ``block_size``, with history."""
-    if block_size not in BLOCK_SIZES:
-        raise ValueError(f"block_size must be one of {BLOCK_SIZES}, got {block_size!r}")
+    return _pool_run(_block_size(block_size))  # checked before the cache: [4] is no key
+
+
+@lru_cache(maxsize=len(BLOCK_SIZES))
+def _pool_run(block_size: int) -> ServeResult:
     with single_thread():  # tiny tensors: one thread is faster, and repeatable
         return serve(_models()["target"], pool_mix(), POOL_SLOTS // block_size, block_size,
                      POOL_BATCH)  # fmt: skip
+
+
+def _block_size(block_size: int) -> int:
+    """One of :data:`BLOCK_SIZES`, as an int (4.0 and [4] are not block sizes)."""
+    if validation.require_positive_int("block_size", block_size) not in BLOCK_SIZES:
+        raise ValueError(f"block_size must be one of {BLOCK_SIZES}, got {block_size!r}")
+    return int(block_size)
+
+
+def _draft(draft: str, num_draft: int) -> tuple[str, int]:
+    """A name in :data:`DRAFTS` and an int in :data:`DRAFT_LENGTHS`."""
+    if not isinstance(draft, str) or draft not in DRAFTS:
+        raise ValueError(f"draft must be one of {DRAFTS}, got {draft!r}")
+    if validation.require_positive_int("num_draft", num_draft) not in DRAFT_LENGTHS:
+        raise ValueError(f"num_draft must be one of {DRAFT_LENGTHS}, got {num_draft!r}")
+    return draft, int(num_draft)
 
 
 def request_colours() -> list:
@@ -144,8 +162,10 @@ def _step_line(result: ServeResult, index: int, step: int) -> str:
 def pool_caption(result: ServeResult, index: int, block_size: int, step: int | None = None) -> str:
     """What the pool holds after record ``index`` of the run, shown at engine step ``step``
     (the record's own step by default; a later one when no step ran there)."""
-    record = result.history[index]
-    step = record.step if step is None else step
+    validation.require_array("result", result, ServeResult, "helpers.serving.engine.ServeResult")
+    record = result.history[validation.require_index("index", index, len(result.history))]
+    validation.require_positive_int("block_size", block_size)
+    step = record.step if step is None else validation.require_non_negative_int("step", step)
     used = sum(1 for o in record.owners if o)
     filled = sum(record.filled)
     running = sorted({r for owners in record.owners for r in owners})
@@ -177,9 +197,7 @@ def render_pool(step: int, block_size: int) -> tuple[Figure, str]:
     Past the end of the run (which is shorter than :data:`MAX_STEP` for small blocks) the
     picture stays at the last step, and the caption says where the run ended.
     """
-    step = validation.require_non_negative_int("step", step)
-    if step > MAX_STEP:
-        raise ValueError(f"step must lie in 0..{MAX_STEP}, got {step}")
+    step = validation.require_index("step", step, MAX_STEP + 1)
     result = pool_run(block_size)
     index = max(0, int(np.searchsorted([h.step for h in result.history], step, side="right")) - 1)
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.4), gridspec_kw={"width_ratios": [1, 1.15]})
@@ -262,6 +280,7 @@ def _draw_rates(ax, num_draft: int) -> None:
 
 def render_speculation(num_draft: int, draft: str) -> tuple[Figure, str]:
     """The rounds of the first prompt with ``num_draft`` proposals from ``draft``, and the rates."""
+    draft, num_draft = _draft(draft, num_draft)  # the titles show them as the learner meant
     rounds, forwards = speculation_runs(draft, num_draft)
     kept, saved = acceptance(draft, num_draft)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1, 1.1]})
