@@ -120,7 +120,11 @@ def test_run_writes_the_kernelspec_jupyterlab_writes_and_the_kernels_language_in
 
     monkeypatch.setattr(run_notebooks, "NotebookClient", FakeClient)
     nb = read(BY_NUMBER["00"])
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["kernelspec"] = {
+        "display_name": "Python 3",
+        "language": "python",
+        "name": "python3",
+    }
     run_notebooks.run(nb, BY_NUMBER["00"])
     assert nb.metadata["kernelspec"] == course.KERNELSPEC
     assert nb.metadata["language_info"] == reported
