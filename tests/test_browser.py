@@ -12,17 +12,11 @@ missing.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
-from browser_tools import free_port, why_no_browser
+from browser_tools import jupyterlab, shut_down_kernels, why_no_browser
 from conftest import NOTEBOOKS, ROOT
 
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -52,61 +46,14 @@ pytestmark = [
 ]
 
 
-def wait_for_server(url: str, process: subprocess.Popen, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"JupyterLab exited with status {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/api/status", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise RuntimeError(f"JupyterLab did not answer at {url} within {timeout_s} s")
-
-
-def shut_down_kernels(url: str) -> None:
-    """Stop every running session, so one notebook's kernel does not slow the next."""
-    with urllib.request.urlopen(f"{url}/api/sessions", timeout=10) as response:
-        sessions = json.load(response)
-    for session in sessions:
-        request = urllib.request.Request(f"{url}/api/sessions/{session['id']}", method="DELETE")
-        urllib.request.urlopen(request, timeout=10).close()
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server on a copy of the notebooks; yields its base URL."""
     home = tmp_path_factory.mktemp("lab")
     root = home / "notebooks"
     shutil.copytree(ROOT / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    for name, values in LAB_SETTINGS.items():
-        target = home / "settings" / name.replace("/", os.sep, 1)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(values))
-    port = free_port()
-    jupyter = Path(sys.executable).with_name("jupyter")
-    command = [
-        str(jupyter), "lab", "--allow-root", "--ip=127.0.0.1", f"--port={port}", "--no-browser",
-        "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
-        f"--notebook-dir={root}",
-        f"--LabApp.user_settings_dir={home / 'settings'}",
-        f"--LabApp.workspaces_dir={home / 'workspaces'}",
-    ]  # fmt: skip
-    env = {**os.environ, "COURSE_DEVICE": "cpu", "JUPYTER_CONFIG_DIR": str(home / "config")}
-    log = (home / "lab.log").open("w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=home)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_server(url, process)
+    with jupyterlab(home, root, LAB_SETTINGS) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 def menu(page, top: str, item: str) -> None:

@@ -10,13 +10,16 @@ import pytest
 from conftest import NOTEBOOKS
 from notebook_tools import code_cells, read
 
-from tools.course import colab_badge, setup_cell_source
+from tools.course import KERNELSPEC, colab_badge, setup_cell_source
 from tools.run_notebooks import WIDGET_STATE, WIDGET_VIEW, explorer_picture
 
 # tqdm's text form of a bar: "training: 100%|██████████| 150/150" (count done / total)
 PROGRESS_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*(\d+)/(\d+)")
 MACHINE_PATH = re.compile(r"(/work/|/tmp/|/root/|/home/[a-z]+/|/Users/[A-Za-z]+/|[A-Z]:\\\\)")
 MAX_BYTES = 2_000_000
+VERSION = re.compile(r"3\.\d+\.\d+")
+# what a notebook's metadata may hold: JupyterLab's two entries and the saved widget state
+METADATA_KEYS = {"kernelspec", "language_info", "widgets"}
 
 pytestmark = pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 
@@ -83,3 +86,29 @@ def test_every_explorer_shows_its_first_picture_before_it_is_run(path):
                     f"code cell {i}: the explorer's picture is not stored in its output; re-run "
                     "the notebook with python -m tools.run_notebooks"
                 )
+
+
+def test_metadata_is_what_jupyterlab_writes_when_it_opens_the_notebook(path):
+    """Opening the notebook in JupyterLab must not modify it (tests/test_open_clean.py opens
+    them): JupyterLab rewrites the kernelspec and language_info of ipykernel's ``python3``
+    kernel whenever they differ, even by a display name, and autosave writes the file."""
+    from ipykernel.ipkernel import IPythonKernel
+    from ipykernel.kernelspec import KERNEL_NAME, get_kernel_dict
+
+    metadata = read(path).metadata
+    extra = set(metadata) - METADATA_KEYS
+    assert not extra, f"metadata an editor added: {sorted(extra)}; only {sorted(METADATA_KEYS)}"
+    spec = get_kernel_dict()
+    assert KERNELSPEC == {
+        "display_name": spec["display_name"], "language": spec["language"], "name": KERNEL_NAME
+    }, "tools.course.KERNELSPEC is no longer ipykernel's default kernelspec"  # fmt: skip
+    assert metadata.get("kernelspec") == KERNELSPEC, (
+        f"kernelspec {metadata.get('kernelspec')}: run `make sync-notebooks`"
+    )
+    language = metadata.get("language_info", {})
+    assert VERSION.fullmatch(language.get("version", "")), f"language_info {language}"
+    assert language == {**IPythonKernel.language_info, "version": language["version"]}, (
+        "language_info is not the one ipykernel reports: re-run with python -m tools.run_notebooks"
+    )
+    first = read(NOTEBOOKS[0]).metadata.get("language_info")
+    assert language == first, f"run with another Python than {NOTEBOOKS[0].name}: {language}"

@@ -14,7 +14,7 @@ from conftest import NOTEBOOKS
 from notebook_tools import read
 
 from helpers.bench import busy
-from tools import machine_load, run_notebooks
+from tools import course, machine_load, run_notebooks
 
 BY_NUMBER = {path.name[:2]: path for path in NOTEBOOKS}
 QUIET, BUSY = 0.05, 0.9
@@ -142,6 +142,29 @@ def test_a_notebook_without_timings_is_written_without_measuring(tmp_path):
     path = copy_of("01", tmp_path)
     assert run_notebooks.run_checked(path, measure=no_measuring, runner=FakeRunner())
     assert was_written(path)
+
+
+def test_run_writes_the_kernelspec_jupyterlab_writes_and_the_kernels_language_info(monkeypatch):
+    """A re-run notebook opens in JupyterLab unmodified (tools.course.KERNELSPEC)."""
+    reported = {"name": "python", "version": "3.12.4"}
+
+    class FakeClient:  # what nbclient does to the metadata: language_info from kernel_info
+        def __init__(self, nb, **options):
+            self.nb = nb
+
+        def execute(self):
+            self.nb.metadata["language_info"] = reported
+
+    monkeypatch.setattr(run_notebooks, "NotebookClient", FakeClient)
+    nb = read(BY_NUMBER["00"])
+    nb.metadata["kernelspec"] = {
+        "display_name": "Python 3",
+        "language": "python",
+        "name": "python3",
+    }
+    run_notebooks.run(nb, BY_NUMBER["00"])
+    assert nb.metadata["kernelspec"] == course.KERNELSPEC
+    assert nb.metadata["language_info"] == reported
 
 
 def test_main_exits_with_1_when_a_notebook_was_not_written(tmp_path, monkeypatch):

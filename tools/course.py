@@ -10,6 +10,15 @@ from __future__ import annotations
 REPO_URL = "https://github.com/attention-head-by-head/attention-head-by-head"
 REF = "v0.1.0"  # a tag or commit, so every learner on Colab gets the same helpers
 
+# The kernelspec every committed notebook carries: what JupyterLab 4 (and Notebook 7) write into
+# a notebook when they start ipykernel's default ``python3`` kernel (its name, and the display
+# name and language of that kernelspec). Opening a notebook that carries exactly this changes
+# nothing; any other value (nbformat's and Colab's old "Python 3") is rewritten at once, which
+# marks the notebook modified, and autosave then writes it into the learner's clone.
+# ``language_info`` is the kernel's own (nbclient stores it when the notebook runs): JupyterLab
+# rewrites it too, whenever the kernel's differs, so it can only match one Python version.
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
 
 def github_path() -> str:
     """``owner/name`` of the repository."""
@@ -29,6 +38,14 @@ def colab_badge(notebook: str) -> str:
         f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
         f"({colab_url(notebook)})"
     )
+
+
+def set_kernelspec(nb) -> bool:
+    """Give the notebook ``nb`` the course's :data:`KERNELSPEC`; True if that changed it."""
+    if nb.metadata.get("kernelspec") == KERNELSPEC:
+        return False
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    return True
 
 
 def setup_cell_source() -> str:

@@ -41,7 +41,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from helpers.bench import busy
-from tools import machine_load
+from tools import course, machine_load
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -59,7 +59,11 @@ def has_live_timings(nb: nbformat.NotebookNode) -> bool:
 
 def run(nb: nbformat.NotebookNode, path: Path, timeout: int = 300) -> float:
     """Execute ``nb`` (read from ``path``) top to bottom in a fresh kernel, in memory; finish
-    its progress bars and store its explorers' pictures. Returns the wall time in seconds."""
+    its progress bars and store its explorers' pictures. Returns the wall time in seconds.
+
+    The metadata ends as JupyterLab would write it, so that opening the notebook there does not
+    modify it: ``language_info`` is the kernel's (nbclient stores it), the kernelspec is
+    :data:`tools.course.KERNELSPEC`."""
     client = NotebookClient(
         nb,
         timeout=timeout,
@@ -71,6 +75,7 @@ def run(nb: nbformat.NotebookNode, path: Path, timeout: int = 300) -> float:
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
+    course.set_kernelspec(nb)
     finish_progress_bars(nb)
     store_explorer_pictures(nb)
     return seconds

@@ -3,8 +3,9 @@
 ``python -m tools.sync`` (what ``make sync-notebooks`` runs) rewrites, in place:
 
 - every notebook's "Open in Colab" badge and its setup cell (the first code cell), from
-  :func:`tools.course.colab_badge` and :func:`tools.course.setup_cell_source`; outputs,
-  execution counts and metadata are left exactly as they are;
+  :func:`tools.course.colab_badge` and :func:`tools.course.setup_cell_source`, and its
+  kernelspec, from :data:`tools.course.KERNELSPEC` (what JupyterLab writes when it opens the
+  notebook); outputs, execution counts and all other metadata are left exactly as they are;
 - the README's Colab badges and its syllabus table, read from each notebook's first cell;
 - the README's map of where each lesson's code lives, read from what each notebook imports
   and from the files that exist (exercise module, test file, TEACHING.md section);
@@ -52,7 +53,7 @@ def refresh_badges(text: str, notebook: str | None = None) -> str:
 
 
 def synced_notebook(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
-    """``nb`` with its badge and setup cell rewritten; nothing else changes."""
+    """``nb`` with its badge, setup cell and kernelspec rewritten; nothing else changes."""
     first = nb.cells[0]
     if first.cell_type != "markdown":
         raise ValueError(f"{name}: the first cell must be markdown with the title and badge")
@@ -64,6 +65,7 @@ def synced_notebook(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNo
     if not code:
         raise ValueError(f"{name}: no code cell to hold the setup cell")
     code[0].source = course.setup_cell_source()
+    course.set_kernelspec(nb)
     return nb
 
 
