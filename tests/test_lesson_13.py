@@ -378,6 +378,38 @@ def test_int8_codes_are_within_half_a_step_in_every_float_dtype_even_for_tiny_nu
     assert ((q.dequantize().double() - x.double()).abs() <= step * q.scale.double()).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_int8_of_the_largest_finite_numbers_dequantizes_to_them_not_to_infinity(dtype):
+    biggest = torch.finfo(dtype).max
+    x = torch.tensor([[biggest, -biggest, 1.0], [biggest, 0.0, 0.0]], dtype=dtype)
+    for dim in (-1, -2):
+        back = quantize_int8(x, dim).dequantize()
+        assert torch.isfinite(back).all() and back.dtype == dtype
+        assert back[0, 0] == biggest and back[0, 1] == -biggest
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_int8_of_subnormal_numbers_has_a_scale_above_zero_and_gives_them_back(dtype):
+    smallest = torch.nextafter(torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype))
+    x = torch.stack((smallest, -3 * smallest, 0 * smallest)).reshape(1, 3)
+    q = quantize_int8(x, -1)
+    assert (q.scale > 0).all() and torch.equal(q.dequantize(), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_int8_codes_are_the_nearest_so_the_exact_product_is_within_half_a_step(dtype):
+    """No slack: values * scale, taken exactly, lies within scale / 2 of x; dequantize's one
+    rounding to x's dtype adds at most half a unit in its last place (kv_quant's docstring)."""
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.rand(10000, 64, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype)
+    x[:, 0] = 1.0  # scale 1/127, rounded up: many x / scale land near a half
+    q = quantize_int8(x, -1)
+    scale, back = q.scale.double(), q.dequantize()
+    assert ((q.values.double() * scale - x.double()).abs() <= scale / 2).all()
+    ulp = torch.nextafter(back.abs(), torch.tensor(torch.inf, dtype=dtype)).double() - back.abs()
+    assert ((back.double() - x.double()).abs() <= scale / 2 + ulp / 2).all()
+
+
 def test_int8_of_an_all_zero_slice_is_zero_not_nan():
     x = torch.zeros(2, 3, 4)
     x[0, 1] = 1.0
@@ -449,6 +481,17 @@ BAD = {
                                 r"x must hold at least one number, got shape \(0, 3\)"),
     "int8_along_a_bool_axis": (lambda: quantize_int8(torch.ones(2, 3), True), TypeError,
                                "dim must be an int, got bool True"),
+    "int8_of_a_meta_tensor": (lambda: quantize_int8(torch.ones(2, 3, device="meta"), -1),
+                              ValueError, r"x is a meta tensor, shape \(2, 3\): it has a shape but no"),
+    "int8_tensor_with_a_scale_that_does_not_fit": (
+        lambda: Int8Tensor(torch.ones(2, 3, dtype=torch.int8), torch.ones(3, 1)), ValueError,
+        r"scale \(3, 1\) does not fit values \(2, 3\)"),
+    "int8_tensor_of_float_values": (
+        lambda: Int8Tensor(torch.ones(2, 3), torch.ones(2, 1)), TypeError,
+        r"values must be int8 codes, got dtype torch.float32, shape \(2, 3\)"),
+    "int8_tensor_with_an_integer_scale": (
+        lambda: Int8Tensor(torch.ones(2, 3, dtype=torch.int8), torch.ones(2, 1, dtype=torch.long)),
+        TypeError, "scale must be a floating-point array, got dtype torch.int64"),
     **{f"latent_cache_bytes_of_{name}": (lambda args=args: latent_cache_bytes(*args), error, message)
        for name, args, error, message in (
            ("a_negative_layer_count", (-1, 1, 1, 1, 1, 2), ValueError, "layers must be positive, got -1"),
