@@ -312,7 +312,7 @@ def test_ring_merge_block_keeps_a_nan_in_a_later_value_out_of_earlier_rows():
     q, k, v = torch.randn(3, 1, 1, 4, 2, dtype=torch.float64).unbind(0)
     v[..., -1, :] = float("nan")
     allowed = torch.ones(4, 4, dtype=torch.bool).tril()
-    state = (torch.full((1, 1, 4), float("-inf"), dtype=q.dtype), torch.zeros(1, 1, 4, dtype=q.dtype),
-             torch.zeros(1, 1, 4, 2, dtype=q.dtype))  # fmt: skip
+    m = torch.full((1, 1, 4), float("-inf"), dtype=q.dtype)  # nothing seen yet
+    state = (m, torch.zeros_like(m), torch.zeros(1, 1, 4, 2, dtype=q.dtype))
     m, total, acc = parallel.merge_block(*state, q, k, v, allowed)
     assert acc[..., :3, :].isfinite().all() and acc[..., 3, :].isnan().all()
