@@ -135,8 +135,12 @@ def quantized_bytes_per_token(
     ``widths`` are the slices' numbers: a key and a value of d_k for each KV head, or MLA's
     latent and rope key. 8 bits is this module's int8; 4 bits packs two numbers a byte.
     """
-    if isinstance(bits, bool) or bits not in (8, 4):
+    if validation.require_positive_int("bits", bits) not in (8, 4):  # 8.0 is not a bit width
         raise ValueError(f"bits must be 8 or 4, got {bits!r}")
+    if isinstance(widths, (str, bytes)) or not isinstance(widths, Sequence):
+        raise TypeError(f"widths must be a list of slice widths, e.g. [64, 64], got {widths!r}")
+    if not widths:
+        raise ValueError("widths must list at least one slice, got an empty list")
     numbers = sum(validation.require_positive_int("width", w) for w in widths)
     scale_bytes = validation.require_positive_int("scale_bytes", scale_bytes)
     return numbers * bits / 8 + scale_bytes * len(widths)

@@ -171,6 +171,20 @@ def require_index(name: str, value: Any, count: int) -> int:
     return index
 
 
+def require_choice(name: str, value: Any, allowed: tuple) -> Any:
+    """Return ``value``, one of ``allowed``: a menu of ints or of names (an explorer's choices).
+
+    TypeError for a value of another kind than the menu's (``8.0`` or ``True`` for 8, a list for
+    a name), ValueError for one of the right kind that is not on the menu.
+    """
+    kind = str if isinstance(allowed[0], str) else numbers.Integral
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
+        raise TypeError(f"{name} must be one of {allowed}, got {type(value).__name__} {value!r}")
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
 def require_real(name: str, value: Any, low: float | None = None, high: float | None = None):
     """Return ``value``, a finite real number, between ``low`` and ``high`` when they are given.
 

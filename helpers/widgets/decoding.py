@@ -28,7 +28,7 @@ from helpers.inference import GroupedQueryAttention, kv_cache_bytes
 from helpers.masks import causal_mask
 from helpers.plots import attention_heatmap
 from helpers.rope import apply_rope
-from helpers.validation import require_bool, require_positive_int, require_real
+from helpers.validation import require_bool, require_choice, require_positive_int, require_real
 
 # --- counting one decode step ----------------------------------------------------------------
 
@@ -276,10 +276,8 @@ def _draw_sharing(ax, num_heads: int, num_kv_heads: int) -> None:
 
 
 def _check_sharing(num_heads: int, model: str, log2_t: int) -> None:
-    if num_heads not in HEAD_COUNTS:
-        raise ValueError(f"num_heads must be one of {HEAD_COUNTS}, got {num_heads!r}")
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {tuple(MODELS)}, got {model!r}")
+    require_choice("num_heads", num_heads, HEAD_COUNTS)
+    require_choice("model", model, tuple(MODELS))  # a list or a dict is not a model's name
     if not (isinstance(log2_t, (int, np.integer)) and LOG2_T[0] <= log2_t <= LOG2_T[1]):
         raise ValueError(f"log2_t must be an int in {LOG2_T[0]}..{LOG2_T[1]}, got {log2_t!r}")
 
