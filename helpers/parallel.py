@@ -211,9 +211,13 @@ def merge_block(m, total, acc, q, k, v, allowed=None):
     q is already scaled; ``allowed`` is a boolean ``(T_q, T_k)`` mask or None. The checks
     read shapes only (a learner calls it in notebook 11; the ring calls it once a block).
     """
-    validation.check_attention(q, k, v, allowed, Tensor, "torch.Tensor")
+    scores = validation.check_attention(q, k, v, None, Tensor, "torch.Tensor")
+    if allowed is not None:
+        validation.require_bool_mask("allowed", allowed)
+        validation.require_broadcastable("allowed", tuple(allowed.shape), scores)
     for name, x, layout in (("m", m, q.shape[:-1]), ("total", total, q.shape[:-1]),
                             ("acc", acc, (*q.shape[:-1], v.shape[-1]))):  # fmt: skip
+        validation.require_array(name, x, Tensor, "torch.Tensor")
         if tuple(x.shape) != tuple(layout):
             raise ValueError(f"{name} must have shape {tuple(layout)} to fit q {tuple(q.shape)} "
                              f"and v {tuple(v.shape)}, got {tuple(x.shape)}")  # fmt: skip

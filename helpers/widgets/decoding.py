@@ -14,6 +14,7 @@ every redraw shows the same numbers on every machine.
 
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 
 import matplotlib.pyplot as plt
@@ -182,7 +183,9 @@ def render_decoding(step: int) -> tuple[Figure, str]:
     weights[:step, :step] = decoding_weights()[:step, :step]  # rows not generated yet: blank
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), gridspec_kw={"width_ratios": [1.2, 1.1, 1]})
     labels = [str(t) for t in range(STEPS)]
-    attention_heatmap(weights, labels, labels, ax=axes[0], colorbar=False, annotate=False)
+    with warnings.catch_warnings():  # NaN: the rows not generated yet, blank on purpose
+        warnings.simplefilter("ignore")
+        attention_heatmap(weights, labels, labels, ax=axes[0], colorbar=False, annotate=False)
     for t, w in enumerate(weights[step - 1, :step]):  # the new row's values, written
         colour = "black" if w > 0.5 else "white"
         axes[0].text(
