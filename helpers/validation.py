@@ -256,7 +256,7 @@ def as_weights(
     tensor = hasattr(weights, "detach")  # a torch tensor, without importing torch here
     if not tensor and isinstance(weights, (list, tuple)):
         try:
-            weights = np.asarray(weights)
+            np.asarray(weights)  # only to ask: the messages below show the list as given
         except ValueError:  # NumPy refuses rows of different lengths
             lengths = [len(row) if hasattr(row, "__len__") else 1 for row in weights]
             raise ValueError(
