@@ -3,8 +3,10 @@
 The torch twin of :func:`helpers.numpy_attention.scaled_dot_product_attention`, and the core
 under both modules of :mod:`helpers.torch_attention`. Heads ``(..., T, d_k)``, boolean masks
 with **True = may attend**, broadcast to ``(..., T_q, T_k)``. A query with no key to attend to
-gets zero weights and a zero output, never NaN. NaN or infinity in an input is not looked for
-(a pass over every tensor): a NaN comes out as NaN in every row that attends to it. Nor are
+gets zero weights and a zero output, never NaN. A NaN or infinity in a key or value comes out
+as NaN in the rows that may attend to it, and only there: a masked-out key has weight 0, but
+0 x NaN is NaN, so under a mask the non-finite keys are zeroed and their rows marked (two
+passes over k and v, cheap beside the T_q x T_k scores; nothing waits for the device). Nor are
 finite inputs so large that a score ``q k^T / sqrt(d_k)`` overflows (entries near 1e154 in
 float64, 1e19 in float32): such a row comes out NaN, as from torch's own SDPA, since looking
 would cost a pass over the scores and, on a GPU, a wait for the device at every call. The
@@ -68,9 +70,12 @@ def explicit_attention(
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
-    if mask is not None:  # a row with no allowed key is all -inf: give it zeros, not NaN
-        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return weights @ v, weights
+    if mask is None:  # every row attends to every key: a NaN reaches every row, rightly
+        return weights @ v, weights
+    weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # no allowed key: zeros
+    bad = non_finite_keys(v)  # (..., T_k, 1); a NaN score at a masked-out key is -inf already
+    out = torch.where(bad, 0.0, v)  # weight 0 x NaN would reach the rows masked off it
+    return (weights @ out).masked_fill(rows_attending(bad, mask), float("nan")), weights
 
 
 def fused_attention(
@@ -82,10 +87,30 @@ def fused_attention(
     """
     if mask is not None and is_causal:  # SDPA takes one or the other: fold causal into mask
         mask, is_causal = mask & _causal(q, k), False
+    if mask is None and not is_causal:  # every row attends to every key: nothing to hide
+        return F.scaled_dot_product_attention(q, k, v)
+    bad = non_finite_keys(k, v)  # SDPA adds -inf to a NaN score, and weighs 0 x NaN
+    k, v = torch.where(bad, 0.0, k), torch.where(bad, 0.0, v)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
     if mask is not None:  # older torch gives NaN for a row with no allowed key
         out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return out
+    return out.masked_fill(rows_attending(bad, mask, q.shape[-2]), float("nan"))
+
+
+def non_finite_keys(*tensors: Tensor) -> Tensor:
+    """True ``(..., T_k, 1)`` at each key position where one of ``tensors (..., T_k, d)`` holds
+    NaN or infinity (batch axes broadcast together)."""
+    bad = [~t.isfinite().all(dim=-1, keepdim=True) for t in tensors]
+    return bad[0] if len(bad) == 1 else torch.logical_or(*bad)
+
+
+def rows_attending(bad: Tensor, mask: Tensor | None, T_q: int = 0) -> Tensor:
+    """True ``(..., T_q, 1)`` at the rows that may attend to a key ``bad (..., T_k, 1)`` marks:
+    those the boolean ``mask`` allows, or, with no mask, causal rows (row i sees keys 0..i)."""
+    if mask is None:  # causal, aligned top-left: a bad key at or before each row's last
+        seen = bad.cummax(dim=-2).values  # (..., T_k, 1)
+        return seen[..., torch.arange(T_q, device=bad.device).clamp(max=bad.shape[-2] - 1), :]
+    return torch.atleast_2d(mask).float() @ bad.float() > 0  # allowed bad keys per row
 
 
 def _causal(q: Tensor, k: Tensor) -> Tensor:

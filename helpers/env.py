@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from helpers.validation import require_seed
+
 FIGURE_DPI = 72  # small, sharp enough figures keep the committed notebooks light
 
 
@@ -46,6 +48,7 @@ def seed_everything(seed: int = 0) -> np.random.Generator:
 
     Called by :func:`setup`, in the setup cell that starts every notebook (00 on).
     """
+    seed = require_seed("seed", seed, limit=2**32)  # NumPy's legacy np.random.seed takes 32 bits
     random.seed(seed)
     np.random.seed(seed)
     try:

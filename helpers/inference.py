@@ -17,10 +17,10 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers import validation
+from helpers.attention_core import fused_attention
 from helpers.masks import causal_mask_lower_right
 from helpers.rope import apply_rope
 
@@ -137,9 +137,7 @@ class GroupedQueryAttention(nn.Module):
         if T_new > 1 or self.window is not None:
             mask = torch.from_numpy(causal_mask_lower_right(T_new, keys.shape[-2], self.window))
             mask = mask.to(x.device)  # (T_new, T), the diagonal aligned bottom-right
-        out = F.scaled_dot_product_attention(
-            q, shared_k, shared_v, attn_mask=mask
-        )  # (B, h, T_new, d_k)
+        out = fused_attention(q, shared_k, shared_v, mask)  # SDPA, (B, h, T_new, d_k)
         if self.window is not None and keys.shape[-2] > self.window:  # keep only the last W
             start += keys.shape[-2] - self.window
             keys, values = keys[..., -self.window :, :], values[..., -self.window :, :]

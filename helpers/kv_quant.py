@@ -10,12 +10,14 @@ every slice along the other axes:
   is large in every token (an outlier channel) gets a scale of its own instead of stretching
   every token's.
 
-The rounding error of one number is at most half a step, ``scale / 2``: the scale and the codes
-are computed in float32 (float64 for float64 input) whatever ``x``'s dtype, and the scale is
-rounded up to ``x``'s dtype, so no code passes 127 and a tiny scale never rounds to 0. The bound
-holds exactly for ``values * scale`` taken in float32; :meth:`Int8Tensor.dequantize` returns
-``x``'s dtype, and in bfloat16 or float16 that last rounding of the product can add up to another
-half step (one step in all).
+The codes are the nearest: ``values * scale``, taken exactly, lies within half a step,
+``scale / 2``, of ``x``. Codes and products are computed in float64 (float32 on Apple's MPS,
+which has no float64) whatever ``x``'s dtype; the scale is rounded up to ``x``'s dtype, so no
+code passes 127, and is never below the dtype's smallest number, so a tiny (subnormal) slice
+still gets a scale above 0. :meth:`Int8Tensor.dequantize` returns ``x``'s dtype, rounding the
+exact product once: that adds at most half a unit in the last place of the result (about
+``scale / 4`` in bfloat16, ``scale / 32`` in float16, ``4e-6 · scale`` in float32), and a
+product past the dtype's largest number gives that number, never infinity.
 """
 
 from __future__ import annotations
@@ -42,11 +44,15 @@ class Int8Tensor:
     values: Tensor
     scale: Tensor
 
+    def __post_init__(self) -> None:
+        _check_int8(self.values, self.scale)
+
     def dequantize(self) -> Tensor:
-        """``values * scale``, taken in float32 (or float64) and returned in the scale's dtype:
-        the numbers attention reads."""
-        wide = torch.promote_types(self.scale.dtype, torch.float32)
-        return (self.values.to(wide) * self.scale.to(wide)).to(self.scale.dtype)
+        """``values * scale``, taken exactly and rounded once to the scale's dtype: the numbers
+        attention reads. Past the dtype's largest number, that number (not infinity)."""
+        wide, biggest = _wide(self.values.device), torch.finfo(self.scale.dtype).max
+        exact = self.values.to(wide) * self.scale.to(wide)  # exact for scales up to float32
+        return exact.clamp(-biggest, biggest).to(self.scale.dtype)
 
     @property
     def nbytes(self) -> int:
@@ -69,14 +75,37 @@ def quantize_int8(x: Tensor, dim: int) -> Int8Tensor:
             f"of {biggest.numel()} slices along dim={dim}, shape {tuple(x.shape)}: int8 codes "
             "hold numbers only"
         )
-    wide = torch.promote_types(x.dtype, torch.float32)
-    exact = biggest.to(wide) / LEVELS
+    wide = _wide(x.device)
+    exact = biggest.to(torch.promote_types(x.dtype, torch.float32)) / LEVELS  # 1.0 stays 1.0
     scale = exact.to(x.dtype)
     up = torch.nextafter(scale, torch.full_like(scale, float("inf")))
     scale = torch.where(scale.to(wide) < exact, up, scale)  # rounded up: |x| / scale <= 127
-    scale = torch.where(biggest > 0, scale, torch.ones_like(scale))
+    smallest = torch.nextafter(torch.zeros_like(scale), torch.ones_like(scale))  # a subnormal
+    scale = torch.where(biggest > 0, scale.maximum(smallest), torch.ones_like(scale))
     values = torch.round(x.to(wide) / scale.to(wide)).clamp(-LEVELS, LEVELS).to(torch.int8)
     return Int8Tensor(values, scale)
+
+
+def _wide(device: torch.device) -> torch.dtype:
+    """float64 for codes and products: every int8 code times a float32 scale is exact in it."""
+    return torch.float32 if device.type == "mps" else torch.float64  # MPS has no float64
+
+
+def _check_int8(values: Any, scale: Any) -> None:
+    """values an int8 tensor, scale a floating tensor that broadcasts to it, on one device."""
+    validation.require_array("values", values, Tensor, "torch.Tensor")
+    validation.require_array("scale", scale, Tensor, "torch.Tensor")
+    if values.dtype != torch.int8:
+        raise TypeError(f"values must be int8 codes, got dtype {values.dtype}, "
+                        f"shape {tuple(values.shape)}")  # fmt: skip
+    validation.require_floating("scale", scale)
+    sizes = zip(scale.shape, values.shape, strict=False)  # read only where the ndims agree
+    if scale.ndim != values.ndim or any(s not in (1, v) for s, v in sizes):
+        raise ValueError(
+            f"scale {tuple(scale.shape)} does not fit values {tuple(values.shape)}: one scale per "
+            "slice, the same number of axes, each of size 1 or the values' size"
+        )
+    validation.require_same_device(values=values, scale=scale)
 
 
 def _check_quantize(x: Any, dim: Any) -> int:
@@ -89,6 +118,11 @@ def _check_quantize(x: Any, dim: Any) -> int:
         raise ValueError(f"dim must be an axis of x, shape {tuple(x.shape)}, got {dim!r}")
     if x.numel() == 0:
         raise ValueError(f"x must hold at least one number, got shape {tuple(x.shape)}")
+    if x.is_meta:
+        raise ValueError(
+            f"x is a meta tensor, shape {tuple(x.shape)}: it has a shape but no numbers to round; "
+            "make it on a real device (cpu or cuda)"
+        )
     return int(dim)
 
 
@@ -101,8 +135,12 @@ def quantized_bytes_per_token(
     ``widths`` are the slices' numbers: a key and a value of d_k for each KV head, or MLA's
     latent and rope key. 8 bits is this module's int8; 4 bits packs two numbers a byte.
     """
-    if isinstance(bits, bool) or bits not in (8, 4):
+    if validation.require_positive_int("bits", bits) not in (8, 4):  # 8.0 is not a bit width
         raise ValueError(f"bits must be 8 or 4, got {bits!r}")
+    if isinstance(widths, (str, bytes)) or not isinstance(widths, Sequence):
+        raise TypeError(f"widths must be a list of slice widths, e.g. [64, 64], got {widths!r}")
+    if not widths:
+        raise ValueError("widths must list at least one slice, got an empty list")
     numbers = sum(validation.require_positive_int("width", w) for w in widths)
     scale_bytes = validation.require_positive_int("scale_bytes", scale_bytes)
     return numbers * bits / 8 + scale_bytes * len(widths)

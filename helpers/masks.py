@@ -59,7 +59,10 @@ def padding_mask(lengths: Any, T: int) -> np.ndarray:
     Built in notebook 03, section 2 (The padding mask).
     """
     T = validation.require_positive_int("T", T)
-    lengths = np.asarray(lengths)
+    try:
+        lengths = np.asarray(lengths)
+    except ValueError:  # rows of different lengths: not one length per sequence
+        raise ValueError(f"lengths must be a 1-D sequence of ints (B,), got {lengths!r}") from None
     if lengths.dtype.kind not in "iu":
         raise TypeError(
             f"lengths must be a 1-D sequence of ints, got dtype {lengths.dtype} "

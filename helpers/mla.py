@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers import validation
+from helpers.attention_core import non_finite_keys, rows_attending
 from helpers.masks import causal_mask_lower_right
 from helpers.rope import apply_rope
 
@@ -135,7 +136,7 @@ class MultiHeadLatentAttention(nn.Module):
         if T_new > 1:
             mask = torch.from_numpy(causal_mask_lower_right(T_new, cache.length)).to(x.device)
         attend = self._attend_absorbed if absorb else self._attend_naive
-        heads = attend(q_nope, q_rope, cache, mask)  # (B, h, T_new, v_dim)
+        heads = self._attend_finite(attend, q_nope, q_rope, cache, mask)  # (B, h, T_new, v_dim)
         heads = heads.transpose(1, 2).reshape(B, T_new, self.num_heads * self.v_dim)
         return self.o_proj(heads), cache
 
@@ -168,6 +169,17 @@ class MultiHeadLatentAttention(nn.Module):
         folded into the output."""
         w = self.kv_b_proj.weight.view(self.num_heads, self.nope_dim + self.v_dim, -1)
         return w[:, : self.nope_dim], w[:, self.nope_dim :]
+
+    def _attend_finite(self, attend, q_nope, q_rope, cache: LatentCache, mask) -> Tensor:
+        """``attend``, where a NaN or infinity in the cache reaches only the rows that may attend
+        to it: a masked-out token has weight 0, but 0 x NaN is NaN (as in
+        :func:`helpers.attention_core.fused_attention`)."""
+        if mask is None:  # every new row sees every cached token
+            return attend(q_nope, q_rope, cache, mask)
+        bad = non_finite_keys(cache.latent, cache.rope_key)  # (B, T, 1)
+        finite = LatentCache(*(torch.where(bad, 0.0, t) for t in (cache.latent, cache.rope_key)))
+        heads = attend(q_nope, q_rope, finite, mask)  # (B, h, T_new, v_dim)
+        return heads.masked_fill(rows_attending(bad[:, None], mask), float("nan"))
 
     def _attend_naive(self, q_nope, q_rope, cache: LatentCache, mask) -> Tensor:
         """Rebuild every head's keys and values from the latent, then attend as usual."""

@@ -20,7 +20,13 @@ from helpers.bench.peaks import BANDWIDTH_GB_S, peak_tflops
 from helpers.inference import kv_cache_bytes
 from helpers.kv_quant import quantized_bytes_per_token
 from helpers.mla import latent_cache_bytes
-from helpers.validation import require_non_negative_int, require_positive_int
+from helpers.validation import (
+    require_array,
+    require_bool,
+    require_choice,
+    require_non_negative_int,
+    require_positive_int,
+)
 
 BITS = (16, 8, 4)  # 16: bfloat16, no scales; 8 and 4: a scale per slice
 
@@ -37,6 +43,10 @@ class MLAShape:
     v_dim: int
     layers: int
 
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():  # every size a positive int (a NumPy one too)
+            require_positive_int(name, value)
+
 
 # DeepSeek-V2 (236B), as published in its paper and in the configuration of DeepSeek's inference
 # code (deepseek-ai/DeepSeek-V3, inference/configs/config_236B.json): dim 5120, n_heads 128,
@@ -45,8 +55,7 @@ DEEPSEEK_V2 = MLAShape(5120, 128, 512, 128, 64, 128, 60)
 
 
 def _require_bits(bits: int) -> None:
-    if isinstance(bits, bool) or bits not in BITS:
-        raise ValueError(f"bits must be one of {BITS}, got {bits!r}")
+    require_choice("bits", bits, BITS)  # 8.0 and True are not bit widths
 
 
 def gqa_bytes_per_token(num_kv_heads: int, d_k: int, bits: int = 16) -> float:
@@ -65,7 +74,8 @@ def mla_bytes_per_token(kv_latent_dim: int, rope_dim: int, bits: int = 16) -> fl
     _require_bits(bits)
     if bits == 16:
         return float(latent_cache_bytes(1, 1, 1, kv_latent_dim, rope_dim, 2))
-    return quantized_bytes_per_token([kv_latent_dim, rope_dim], bits)
+    sizes = dict(kv_latent_dim=kv_latent_dim, rope_dim=rope_dim)
+    return quantized_bytes_per_token([require_positive_int(n, v) for n, v in sizes.items()], bits)
 
 
 def mla_step_flops(shape: MLAShape, cached_tokens: int, absorb: bool, new_tokens: int = 1) -> int:
@@ -81,6 +91,8 @@ def mla_step_flops(shape: MLAShape, cached_tokens: int, absorb: bool, new_tokens
     (``2 h T_new T c``) and unfolds W_UV (``2 h T_new c v``). The whole ``T_new x T`` rectangle
     is counted, as a masked kernel computes it.
     """
+    require_array("shape", shape, MLAShape, "helpers.mla_counts.MLAShape")
+    require_bool("absorb", absorb)
     past = require_non_negative_int("cached_tokens", cached_tokens)
     n = require_positive_int("new_tokens", new_tokens)
     T = past + n
@@ -98,6 +110,7 @@ def flops_per_cached_token(shape: MLAShape, variant: str) -> int:
     ``"gqa"`` (any h_kv: each query head reads a key and a value of width ``v_dim``), ``"mla
     absorbed"`` and ``"mla naive"`` (which rebuilds the token's keys and values first).
     """
+    require_array("shape", shape, MLAShape, "helpers.mla_counts.MLAShape")
     h, c, nope, rope, v = (shape.num_heads, shape.kv_latent_dim, shape.nope_dim,
                            shape.rope_dim, shape.v_dim)  # fmt: skip
     counts = {
@@ -105,7 +118,7 @@ def flops_per_cached_token(shape: MLAShape, variant: str) -> int:
         "mla absorbed": 2 * h * (2 * c + rope),
         "mla naive": 2 * c * h * (nope + v) + 2 * h * (nope + rope + v),
     }
-    if variant not in counts:
+    if not isinstance(variant, str) or variant not in counts:  # a list is not a variant
         raise ValueError(f"variant must be one of {tuple(counts)}, got {variant!r}")
     return counts[variant]
 

@@ -39,7 +39,7 @@ from torch import Tensor
 from torch.multiprocessing.spawn import ProcessException, ProcessExitedException
 
 from helpers import validation
-from helpers.attention_core import sdpa
+from helpers.attention_core import non_finite_keys, rows_attending, sdpa
 from helpers.masks import head_mask
 from helpers.torch_attention import FusedMultiHeadAttention, combine_heads, split_heads
 
@@ -208,8 +208,19 @@ def _ring_worker(rank: int, world_size: int, q, k, v, blocks, is_causal):
 def merge_block(m, total, acc, q, k, v, allowed=None):
     """Fold one key/value block into a running (max, sum, output): the online softmax of 09.
 
-    q is already scaled; ``allowed`` is a boolean ``(T_q, T_k)`` mask or None.
+    q is already scaled; ``allowed`` is a boolean ``(T_q, T_k)`` mask or None. The checks
+    read shapes only (a learner calls it in notebook 11; the ring calls it once a block).
     """
+    scores = validation.check_attention(q, k, v, None, Tensor, "torch.Tensor")
+    if allowed is not None:
+        validation.require_bool_mask("allowed", allowed)
+        validation.require_broadcastable("allowed", tuple(allowed.shape), scores)
+    for name, x, layout in (("m", m, q.shape[:-1]), ("total", total, q.shape[:-1]),
+                            ("acc", acc, (*q.shape[:-1], v.shape[-1]))):  # fmt: skip
+        validation.require_array(name, x, Tensor, "torch.Tensor")
+        if tuple(x.shape) != tuple(layout):
+            raise ValueError(f"{name} must have shape {tuple(layout)} to fit q {tuple(q.shape)} "
+                             f"and v {tuple(v.shape)}, got {tuple(x.shape)}")  # fmt: skip
     s = q @ k.transpose(-2, -1)  # (B, h, T_q, T_k)
     if allowed is not None:
         s = s.masked_fill(~allowed, float("-inf"))
@@ -217,7 +228,11 @@ def merge_block(m, total, acc, q, k, v, allowed=None):
     safe = torch.where(torch.isinf(m_new), 0.0, m_new)
     rescale = torch.exp(m - safe)  # exp(m_old - m_new); 0 while the row had nothing
     p = torch.exp(s - safe[..., None])
-    return m_new, total * rescale + p.sum(-1), acc * rescale[..., None] + p @ v
+    if allowed is None:
+        return m_new, total * rescale + p.sum(-1), acc * rescale[..., None] + p @ v
+    bad = non_finite_keys(v)  # weight 0 x NaN would reach the rows masked off a NaN value
+    pv = (p @ torch.where(bad, 0.0, v)).masked_fill(rows_attending(bad, allowed), float("nan"))
+    return m_new, total * rescale + p.sum(-1), acc * rescale[..., None] + pv
 
 
 def free_port() -> int:

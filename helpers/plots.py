@@ -8,6 +8,7 @@ cost of every explorer's redraw.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -112,6 +113,16 @@ def _check_picture(
     query and per key, and ``annotate`` True, False or None ("choose for me").
     """
     array = as_weights(weights, layout, blanks=True)
+    if np.isnan(array).any():  # drawn blank, but never without a word
+        nan = np.isnan(array)
+        rows = sorted(set(np.nonzero(nan)[-2].tolist()))
+        shown = ", ".join(map(str, rows[:8])) + (", ..." if len(rows) > 8 else "")
+        warnings.warn(
+            f"weights holds NaN in {int(nan.sum())} of {nan.size} cells (query rows {shown}), "
+            f"shape {array.shape}: they are drawn as blank cells. A NaN weight usually comes from "
+            "a softmax over a row whose every key is masked out, or from a NaN in q or k",
+            stacklevel=3,  # the learner's call of the picture
+        )
     for name, tokens, n in (
         ("query_tokens", query_tokens, array.shape[-2]),
         ("key_tokens", key_tokens, array.shape[-1]),

@@ -37,7 +37,7 @@ class ReverseTask:
     def batch(self, size: int, seed: int) -> tuple[Tensor, Tensor]:
         """``(inputs, targets)``, both int64 ``(size, length)``, from a seeded generator."""
         validation.require_positive_int("size", size)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(validation.require_non_negative_int("seed", seed))
         inputs = torch.from_numpy(rng.integers(0, self.vocab_size, size=(size, self.length)))
         return inputs, inputs.flip(-1)
 
@@ -87,7 +87,9 @@ def make_model(
     task: ReverseTask, d_model: int = 32, num_heads: int = 2, seed: int = 0
 ) -> AttentionOnlyModel:
     """A freshly initialised :class:`AttentionOnlyModel` for ``task``, seeded."""
-    torch.manual_seed(seed)
+    validation.require_array("task", task, ReverseTask, "helpers.reverse_task.ReverseTask")
+    validation.check_sizes(d_model, num_heads)
+    torch.manual_seed(validation.require_seed("seed", seed))
     return AttentionOnlyModel(task.vocab_size, task.length, d_model, num_heads)
 
 
@@ -109,7 +111,12 @@ def train(
     comes from seed ``seed * 100_000 + s``, so held-out data from :func:`evaluate` (seed 0 by
     default) is never seen during training.
     """
+    _check_model_and_task(model, task)
     validation.require_positive_int("steps", steps)
+    validation.require_positive_int("batch_size", batch_size)
+    validation.require_real("lr", lr, low=0.0)
+    validation.require_non_negative_int("seed", seed)
+    validation.require_bool("progress", progress)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
     losses = []
@@ -130,6 +137,7 @@ def train(
 @torch.no_grad()
 def evaluate(model: AttentionOnlyModel, task: ReverseTask, size: int = 500, seed: int = 0) -> float:
     """Fraction of letters predicted right (the highest logit) on ``size`` held-out sequences."""
+    _check_model_and_task(model, task)
     inputs, targets = task.batch(size, seed=seed)
     logits, _ = model(inputs)
     return (logits.argmax(-1) == targets).float().mean().item()
@@ -138,5 +146,18 @@ def evaluate(model: AttentionOnlyModel, task: ReverseTask, size: int = 500, seed
 @torch.no_grad()
 def attention_maps(model: AttentionOnlyModel, inputs: Tensor) -> np.ndarray:
     """The model's attention weights on ``inputs (N, T)`` as a NumPy ``(N, h, T, T)`` array."""
+    validation.require_array("model", model, AttentionOnlyModel, "AttentionOnlyModel")
+    validation.require_integer_tensor("inputs", inputs, "(N, T)")
     _, weights = model(inputs, need_weights=True)
     return weights.numpy()
+
+
+def _check_model_and_task(model: AttentionOnlyModel, task: ReverseTask) -> None:
+    """A model from :func:`make_model` and a task whose sequences it reads."""
+    validation.require_array("model", model, AttentionOnlyModel, "AttentionOnlyModel")
+    validation.require_array("task", task, ReverseTask, "helpers.reverse_task.ReverseTask")
+    if (task.vocab_size, task.length) != (model.readout.out_features, model.length):
+        raise ValueError(
+            f"model reads {model.length} letters of {model.readout.out_features} but the task has "
+            f"length={task.length}, vocab_size={task.vocab_size}: make the model for this task"
+        )

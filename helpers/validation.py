@@ -159,6 +159,18 @@ def require_non_negative_int(name: str, value: Any) -> int:
     return int(value)
 
 
+SEED_LIMIT = 2**64  # torch's Generator.manual_seed takes 0 .. 2**64 - 1
+
+
+def require_seed(name: str, value: Any, limit: int = SEED_LIMIT) -> int:
+    """Return ``value``, a seed: an int from 0 to ``limit - 1``. Torch's generators take 64
+    bits, NumPy's legacy ``np.random.seed`` 32; past that their own errors name no argument."""
+    seed = require_non_negative_int(name, value)
+    if seed >= limit:
+        raise ValueError(f"{name} must be below 2**{limit.bit_length() - 1}, got {seed}")
+    return seed
+
+
 def require_index(name: str, value: Any, count: int) -> int:
     """Return ``value`` as an int in ``0 .. count - 1``: a sentence, a head, an example.
 
@@ -169,6 +181,20 @@ def require_index(name: str, value: Any, count: int) -> int:
     if index >= count:
         raise ValueError(f"{name} must lie in 0..{count - 1}, got {index}")
     return index
+
+
+def require_choice(name: str, value: Any, allowed: tuple) -> Any:
+    """Return ``value``, one of ``allowed``: a menu of ints or of names (an explorer's choices).
+
+    TypeError for a value of another kind than the menu's (``8.0`` or ``True`` for 8, a list for
+    a name), ValueError for one of the right kind that is not on the menu.
+    """
+    kind = str if isinstance(allowed[0], str) else numbers.Integral
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
+        raise TypeError(f"{name} must be one of {allowed}, got {type(value).__name__} {value!r}")
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
 
 
 def require_real(name: str, value: Any, low: float | None = None, high: float | None = None):
@@ -228,6 +254,15 @@ def as_weights(
     :func:`helpers.numpy_attention.softmax_entropy` (notebook 02).
     """
     tensor = hasattr(weights, "detach")  # a torch tensor, without importing torch here
+    if not tensor and isinstance(weights, (list, tuple)):
+        try:
+            np.asarray(weights)  # only to ask: the messages below show the list as given
+        except ValueError:  # NumPy refuses rows of different lengths
+            lengths = [len(row) if hasattr(row, "__len__") else 1 for row in weights]
+            raise ValueError(
+                f"{name} must be a rectangular grid {layout}: every row as long as the others, "
+                f"got a {type(weights).__name__} of {len(weights)} rows of lengths {lengths}"
+            ) from None
     if weights.is_complex() if tensor else np.iscomplexobj(weights):
         raise TypeError(
             f"{name} must be real numbers {layout}, got complex {describe(weights)}: a colour "

@@ -1765,3 +1765,214 @@ SERVING_HARDENING = _serving_cases()
 def test_bad_input_to_the_serving_helpers_gets_a_clear_error(call, error, fragments):
     with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
         call()
+
+
+# --- cores hardening: raw errors the probes found, now named ------------------------------
+
+_STATE = (torch.full((1, 1, 4), -torch.inf), torch.zeros(1, 1, 4), torch.zeros(1, 1, 4, 2))
+_QB = torch.randn(1, 1, 4, 2, generator=torch.Generator().manual_seed(0))  # (B, h, T, d)
+
+
+def _reverse_model():
+    from helpers import reverse_task
+
+    return (
+        reverse_task,
+        reverse_task.ReverseTask(),
+        reverse_task.make_model(reverse_task.ReverseTask()),
+    )
+
+
+CORES_HARDENING = [
+    case(
+        "merge_block_names_keys_of_another_width",
+        lambda: parallel.merge_block(*_STATE, _QB, torch.randn(1, 1, 4, 3), _QB),
+        ValueError,
+        "q and k must share d_k",
+        "q (1, 1, 4, 2), k (1, 1, 4, 3)",
+    ),
+    case(
+        "merge_block_names_a_float_allowed_mask",
+        lambda: parallel.merge_block(*_STATE, _QB, _QB, _QB, torch.ones(4, 4)),
+        TypeError,
+        "allowed must be boolean (True = may attend), got dtype torch.float32, shape (4, 4)",
+    ),
+    case(
+        "merge_block_names_an_allowed_mask_of_another_shape",
+        lambda: parallel.merge_block(*_STATE, _QB, _QB, _QB, torch.ones(3, 4, dtype=torch.bool)),
+        ValueError,
+        "allowed of shape (3, 4) does not broadcast to (1, 1, 4, 4)",
+    ),
+    case(
+        "merge_block_names_a_running_output_of_another_width",
+        lambda: parallel.merge_block(*_STATE[:2], torch.zeros(1, 1, 4, 3), _QB, _QB, _QB),
+        ValueError,
+        "acc must have shape (1, 1, 4, 2) to fit q (1, 1, 4, 2)",
+        "got (1, 1, 4, 3)",
+    ),
+    case(
+        "attention_heatmap_names_a_ragged_list",
+        lambda: plots.attention_heatmap([[0.1, 0.9], [0.3]]),
+        ValueError,
+        "weights must be a rectangular grid (T_q, T_k)",
+        "2 rows of lengths [2, 1]",
+    ),
+    *(
+        case(
+            f"repeated_sequences_names_a_seed_torch_cannot_take-{name}",
+            lambda seed=seed: induction_data.repeated_sequences(2, 4, 8, seed=seed),
+            error,
+            message,
+        )
+        for name, seed, error, message in [
+            (
+                "2_to_the_64",
+                2**64,
+                ValueError,
+                "seed must be below 2**64, got 18446744073709551616",
+            ),
+            ("a_float", 1.5, TypeError, "seed must be an int, got float 1.5"),
+        ]
+    ),  # fmt: skip
+    case(
+        "make_model_of_the_induction_lesson_names_a_seed_past_64_bits",
+        lambda: induction_training.make_model(seed=2**70),
+        ValueError,
+        "seed must be below 2**64",
+    ),
+    case(
+        "the_setup_cell_names_a_seed_numpy_cannot_take",
+        lambda: __import__("helpers.env").env.seed_everything(2**32),
+        ValueError,
+        "seed must be below 2**32, got 4294967296",
+    ),
+    case(
+        "fused_layout_names_a_seed_past_64_bits",
+        lambda: fused_layout.split_matches(
+            2, fused_layout.LAYOUTS[0], fused_layout.SPLITS[0], seed=2**64
+        ),
+        ValueError,
+        "seed must be below 2**64",
+    ),
+    *(
+        case(
+            f"render_kv_sharing_names_a_model_that_is_not_a_name-{name}",
+            lambda model=model: decoding.render_kv_sharing(8, 2, model, 10),
+            TypeError,
+            "model must be one of ('12 layers",
+            message,
+        )
+        for name, model, message in [
+            ("a_list", ["GPT-2"], "got list ['GPT-2']"),
+            ("a_dict", {}, "got dict {}"),
+        ]
+    ),  # fmt: skip
+    case(
+        "render_kv_sharing_names_a_float_head_count",
+        lambda: decoding.render_kv_sharing(8.0, 2, "12 layers, d_k = 64 (GPT-2 small)", 10),
+        TypeError,
+        "num_heads must be one of (1, 2, 4, 8, 16, 32, 64), got float 8.0",
+    ),
+    case(
+        "padding_mask_names_ragged_lengths",
+        lambda: masks.padding_mask([[1], [1, 2]], 3),
+        ValueError,
+        "lengths must be a 1-D sequence of ints (B,), got [[1], [1, 2]]",
+    ),
+    *(
+        case(f"the_reverse_task_of_notebook_05_checks_its_arguments-{name}", call, error, message)
+        for name, call, error, message in [
+            (
+                "make_model_of_no_task",
+                lambda: _reverse_model()[0].make_model("abc"),
+                TypeError,
+                "task must be a helpers.reverse_task.ReverseTask, got str",
+            ),
+            (
+                "make_model_of_a_negative_seed",
+                lambda: _reverse_model()[0].make_model(_reverse_model()[1], seed=-1),
+                ValueError,
+                "seed must be 0 or more, got -1",
+            ),
+            (
+                "make_model_of_uneven_heads",
+                lambda: _reverse_model()[0].make_model(
+                    _reverse_model()[1], d_model=30, num_heads=4
+                ),
+                ValueError,
+                "d_model=30 is not divisible by num_heads=4",
+            ),
+            (
+                "train_a_task_of_another_length",
+                lambda: _reverse_model()[0].train(
+                    _reverse_model()[2], _reverse_model()[0].ReverseTask(length=5), progress=False
+                ),
+                ValueError,
+                "model reads 8 letters of 10 but the task has length=5, vocab_size=10",
+            ),
+            (
+                "train_at_a_text_rate",
+                lambda: _reverse_model()[0].train(
+                    _reverse_model()[2], _reverse_model()[1], lr="fast"
+                ),
+                TypeError,
+                "lr must be a number, got str 'fast'",
+            ),
+            (
+                "train_progress_as_text",
+                lambda: _reverse_model()[0].train(
+                    _reverse_model()[2], _reverse_model()[1], progress="no"
+                ),
+                TypeError,
+                "progress must be True or False, got str 'no'",
+            ),
+            (
+                "a_batch_of_a_negative_seed",
+                lambda: _reverse_model()[1].batch(4, seed=-1),
+                ValueError,
+                "seed must be 0 or more, got -1",
+            ),
+            (
+                "evaluate_no_model",
+                lambda: _reverse_model()[0].evaluate(None, _reverse_model()[1]),
+                TypeError,
+                "model must be a AttentionOnlyModel, got NoneType",
+            ),
+            (
+                "attention_maps_of_float_tokens",
+                lambda: _reverse_model()[0].attention_maps(_reverse_model()[2], torch.zeros(2, 8)),
+                TypeError,
+                "inputs must hold integers (N, T), got dtype torch.float32, shape (2, 8)",
+            ),
+        ]
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize(("call", "error", "fragments"), CORES_HARDENING)
+def test_bad_input_found_by_the_cores_hardening_probes_gets_a_clear_error(call, error, fragments):
+    with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
+        call()
+
+
+def test_a_heatmap_of_nan_weights_says_so_and_still_draws():
+    weights = np.array([[0.5, 0.5], [np.nan, np.nan]])
+    with pytest.warns(UserWarning, match=r"weights holds NaN in 2 of 4 cells \(query rows 1\)"):
+        ax = plots.attention_heatmap(weights)
+    assert ax.figure is not None
+    plt_close()
+
+
+def test_the_decoding_explorer_blanks_the_rows_not_yet_generated_without_a_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        decoding.render_decoding(3)
+    plt_close()
+
+
+def plt_close():
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

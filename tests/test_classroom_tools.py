@@ -282,3 +282,53 @@ def test_a_broken_exercise_stops_the_command_naming_notebook_and_cell(
     assert captured.err.startswith(f'{broken}, cell {shown + 1} ("{line[:57]}')
     assert problem in captured.err and captured.err.endswith("; nothing written\n")
     assert not out.exists(), "something was written"
+
+
+# --- an exercise met twice, and a notebook that is not JSON -----------------------------------
+
+
+def test_an_exercise_pair_met_twice_gets_grade_ids_of_its_own(notebooks):
+    path = NOTEBOOKS[2]
+    nb = read(path)  # a copy of its own, to edit
+    exercise = find_exercises(nb, path)[0]
+    pair = [nb.cells[exercise.stub_cell], nb.cells[exercise.solution_cell]]
+    nb.cells[exercise.solution_cell + 1 : exercise.solution_cell + 1] = [
+        nbformat.from_dict(c) for c in pair
+    ]  # the pair again, right after itself
+    made = nbgrader_course.source_notebook(nb, find_exercises(nb, path))
+    ids = [c.metadata["nbgrader"]["grade_id"] for c in made.cells if "nbgrader" in c.metadata]
+    assert len(ids) == len(set(ids)), ids
+    assert {exercise.name, f"{exercise.name}_check", f"{exercise.name}_2",
+            f"{exercise.name}_2_check"} <= set(ids)  # fmt: skip
+
+
+def _not_json(tmp_path):
+    broken = tmp_path / "notebooks" / NOTEBOOKS[2].name
+    broken.parent.mkdir()
+    text = NOTEBOOKS[2].read_text(encoding="utf-8")
+    broken.write_text(
+        text[: len(text) // 2], encoding="utf-8"
+    )  # cut short, as a bad copy leaves it
+    return broken
+
+
+@pytest.mark.parametrize("tool", ["student", "nbgrader", "sync", "run_notebooks"])
+def test_a_notebook_that_is_not_json_stops_a_teacher_tool_with_one_line_naming_it(
+    tool, tmp_path, monkeypatch, capsys
+):
+    from tools import run_notebooks, sync
+
+    broken, out = _not_json(tmp_path), tmp_path / "out"
+    if tool in ("student", "nbgrader"):
+        module = student if tool == "student" else nbgrader_course
+        monkeypatch.setattr(module, "notebook_paths", lambda: [*NOTEBOOKS[:2], broken])
+        assert module.main([str(out)]) == 1
+        assert not out.exists(), "something was written"
+    elif tool == "sync":
+        monkeypatch.setattr(sync, "notebook_paths", lambda root: [broken])
+        assert sync.main(["--check"]) == 1
+    else:
+        assert run_notebooks.main([str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"{broken}: not a notebook, its JSON breaks at line "), err

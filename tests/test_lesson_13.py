@@ -378,6 +378,38 @@ def test_int8_codes_are_within_half_a_step_in_every_float_dtype_even_for_tiny_nu
     assert ((q.dequantize().double() - x.double()).abs() <= step * q.scale.double()).all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_int8_of_the_largest_finite_numbers_dequantizes_to_them_not_to_infinity(dtype):
+    biggest = torch.finfo(dtype).max
+    x = torch.tensor([[biggest, -biggest, 1.0], [biggest, 0.0, 0.0]], dtype=dtype)
+    for dim in (-1, -2):
+        back = quantize_int8(x, dim).dequantize()
+        assert torch.isfinite(back).all() and back.dtype == dtype
+        assert back[0, 0] == biggest and back[0, 1] == -biggest
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_int8_of_subnormal_numbers_has_a_scale_above_zero_and_gives_them_back(dtype):
+    smallest = torch.nextafter(torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype))
+    x = torch.stack((smallest, -3 * smallest, 0 * smallest)).reshape(1, 3)
+    q = quantize_int8(x, -1)
+    assert (q.scale > 0).all() and torch.equal(q.dequantize(), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_int8_codes_are_the_nearest_so_the_exact_product_is_within_half_a_step(dtype):
+    """No slack: values * scale, taken exactly, lies within scale / 2 of x; dequantize's one
+    rounding to x's dtype adds at most half a unit in its last place (kv_quant's docstring)."""
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.rand(10000, 64, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype)
+    x[:, 0] = 1.0  # scale 1/127, rounded up: many x / scale land near a half
+    q = quantize_int8(x, -1)
+    scale, back = q.scale.double(), q.dequantize()
+    assert ((q.values.double() * scale - x.double()).abs() <= scale / 2).all()
+    ulp = torch.nextafter(back.abs(), torch.tensor(torch.inf, dtype=dtype)).double() - back.abs()
+    assert ((back.double() - x.double()).abs() <= scale / 2 + ulp / 2).all()
+
+
 def test_int8_of_an_all_zero_slice_is_zero_not_nan():
     x = torch.zeros(2, 3, 4)
     x[0, 1] = 1.0
@@ -449,6 +481,17 @@ BAD = {
                                 r"x must hold at least one number, got shape \(0, 3\)"),
     "int8_along_a_bool_axis": (lambda: quantize_int8(torch.ones(2, 3), True), TypeError,
                                "dim must be an int, got bool True"),
+    "int8_of_a_meta_tensor": (lambda: quantize_int8(torch.ones(2, 3, device="meta"), -1),
+                              ValueError, r"x is a meta tensor, shape \(2, 3\): it has a shape but no"),
+    "int8_tensor_with_a_scale_that_does_not_fit": (
+        lambda: Int8Tensor(torch.ones(2, 3, dtype=torch.int8), torch.ones(3, 1)), ValueError,
+        r"scale \(3, 1\) does not fit values \(2, 3\)"),
+    "int8_tensor_of_float_values": (
+        lambda: Int8Tensor(torch.ones(2, 3), torch.ones(2, 1)), TypeError,
+        r"values must be int8 codes, got dtype torch.float32, shape \(2, 3\)"),
+    "int8_tensor_with_an_integer_scale": (
+        lambda: Int8Tensor(torch.ones(2, 3, dtype=torch.int8), torch.ones(2, 1, dtype=torch.long)),
+        TypeError, "scale must be a floating-point array, got dtype torch.int64"),
     **{f"latent_cache_bytes_of_{name}": (lambda args=args: latent_cache_bytes(*args), error, message)
        for name, args, error, message in (
            ("a_negative_layer_count", (-1, 1, 1, 1, 1, 2), ValueError, "layers must be positive, got -1"),
@@ -471,6 +514,47 @@ BAD = {
                                 "cached_tokens must be 0 or more, got -1"),
     "a_latent_size_off_the_menu": (lambda: lc.render_cache_frontier(500, 8, 16), ValueError,
                                    r"kv_latent_dim must be one of \(64, 128"),
+    **{f"mla_counts_refuses_{name}": (call, error, message) for name, call, error, message in (
+        ("absorb_as_text", lambda: mc.mla_step_flops(mc.DEEPSEEK_V2, 10, "yes"), TypeError,
+         "absorb must be True or False, got str 'yes'"),
+        ("a_shape_by_name", lambda: mc.mla_step_flops("v2", 10, True), TypeError,
+         "shape must be a helpers.mla_counts.MLAShape, got str"),
+        ("no_shape", lambda: mc.flops_per_cached_token(None, "gqa"), TypeError,
+         "shape must be a helpers.mla_counts.MLAShape, got NoneType"),
+        ("a_variant_in_a_list", lambda: mc.flops_per_cached_token(mc.DEEPSEEK_V2, ["gqa"]),
+         ValueError, r"variant must be one of \('gqa', .*got \['gqa'\]"),
+        ("a_float_model_width", lambda: mc.MLAShape(5120.0, 128, 512, 128, 64, 128, 60),
+         TypeError, "d_model must be an int, got float 5120.0"),
+        ("a_negative_head_count", lambda: mc.MLAShape(5120, -128, 512, 128, 64, 128, 60),
+         ValueError, "num_heads must be positive, got -128"),
+        ("a_bool_layer_count", lambda: mc.MLAShape(5120, 128, 512, 128, 64, 128, True),
+         TypeError, "layers must be an int, got bool True"),
+        ("a_float_latent_at_8_bits", lambda: mc.mla_bytes_per_token(512.0, 64, 8), TypeError,
+         "kv_latent_dim must be an int, got float 512.0"),
+        ("float_bits", lambda: mc.gqa_bytes_per_token(8, 128, 8.0), TypeError,
+         r"bits must be one of \(16, 8, 4\), got float 8.0"),
+        ("bool_bits", lambda: mc.mla_bytes_per_token(512, 64, True), TypeError,
+         r"bits must be one of \(16, 8, 4\), got bool True"),
+        ("widths_as_one_number", lambda: quantized_bytes_per_token(5, 8), TypeError,
+         r"widths must be a list of slice widths, e.g. \[64, 64\], got 5"),
+        ("no_widths", lambda: quantized_bytes_per_token([], 8), ValueError,
+         "widths must list at least one slice, got an empty list"),
+        ("float_bits_with_scales", lambda: quantized_bytes_per_token([4], 8.0), TypeError,
+         "bits must be an int, got float 8.0"),
+    )},
+    **{f"the_explorer_refuses_{name}": (lambda args=args: lc.render_cache_frontier(*args), error,
+                                        message) for name, args, error, message in (
+        ("a_float_latent", (512.0, 8, 8), TypeError,
+         r"kv_latent_dim must be one of \(64, .*got float 512.0"),
+        ("a_latent_in_a_list", ([512], 8, 8), TypeError,
+         r"kv_latent_dim must be one of \(64, .*got list \[512\]"),
+        ("float_kv_heads", (512, 8.0, 8), TypeError,
+         r"num_kv_heads must be one of \(1, 2, .*got float 8.0"),
+        ("bool_bits", (512, 8, True), TypeError, r"bits must be one of \(16, 8, 4\), got bool"),
+        ("kv_heads_past_h", (512, 256, 8), ValueError,
+         r"num_kv_heads must be one of \(1, 2, .*128\), got 256"),
+        ("no_latent", (None, 8, 8), TypeError, "kv_latent_dim must be one of .*got NoneType"),
+    )},
 }  # fmt: skip
 
 

@@ -224,3 +224,95 @@ def test_fused_module_gives_the_same_rows_with_and_without_weights_when_the_prod
         with_weights, weights = fused(x, need_weights=True)
     assert torch.isfinite(with_weights).all() and torch.isfinite(weights).all()
     torch.testing.assert_close(with_weights, without)
+
+
+# --- a NaN reaches only the rows that may attend to it ------------------------------------
+# A masked-out key has weight 0, and 0 x NaN is NaN: without care a NaN in the last token
+# turns every earlier row NaN. Row t may be NaN only if a position it may attend to holds NaN.
+
+
+def _causal_layers():
+    from helpers.inference import GroupedQueryAttention
+    from helpers.mla import MultiHeadLatentAttention
+
+    torch.manual_seed(0)
+    gqa, gqa_window = GroupedQueryAttention(16, 4, 2, rope=True), GroupedQueryAttention(16, 4, 2)
+    gqa_window.window = 3
+    mla, mha, fused = (
+        MultiHeadLatentAttention(16, 4, 8, 4, 4, 4),
+        ta.MultiHeadAttention(16, 4),
+        ta.FusedMultiHeadAttention(16, 4),
+    )
+    causal = torch.from_numpy(masks.causal_mask(6))[None]  # (1, T, T)
+    return {
+        "mha": lambda x: mha(x, mask=causal)[0],
+        "fused_sdpa": lambda x: fused(x, is_causal=True)[0],
+        "fused_sdpa_mask": lambda x: fused(x, mask=causal)[0],
+        "fused_explicit": lambda x: fused(x, is_causal=True, need_weights=True)[0],
+        "gqa": lambda x: gqa(x)[0],
+        "gqa_window": lambda x: gqa_window(x)[0],
+        "mla": lambda x: mla(x)[0],
+        "mla_absorb": lambda x: mla(x, absorb=True)[0],
+    }
+
+
+@pytest.mark.parametrize("layer", list(_causal_layers()))
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_a_nan_in_the_last_token_reaches_only_the_last_row_of_causal_self_attention(layer, grad):
+    x = torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(1))
+    poisoned = x.clone()
+    poisoned[:, -1] = float("nan")
+    forward = _causal_layers()[layer]
+    with torch.set_grad_enabled(grad):
+        clean, out = forward(x), forward(poisoned)
+    assert out[:, -1].isnan().all()
+    torch.testing.assert_close(out[:, :-1], clean[:, :-1])  # finite, and unchanged
+
+
+@pytest.mark.parametrize("core_call", ["explicit", "sdpa_causal", "sdpa_mask", "sdpa_both"])
+@pytest.mark.parametrize("where", ["k", "v"])
+def test_the_attention_core_keeps_a_nan_in_a_later_key_or_value_out_of_earlier_rows(
+    core_call, where
+):
+    q, k, v = torch.randn(3, 1, 2, 5, 4, dtype=torch.float64).unbind(0)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    calls = {
+        "explicit": lambda q, k, v: core.scaled_dot_product_attention(q, k, v, causal)[0],
+        "sdpa_causal": lambda q, k, v: core.sdpa(q, k, v, is_causal=True),
+        "sdpa_mask": lambda q, k, v: core.sdpa(q, k, v, causal),
+        "sdpa_both": lambda q, k, v: core.sdpa(q, k, v, torch.ones(5, dtype=torch.bool), True),
+    }
+    clean = calls[core_call](q, k, v)
+    bad = {"k": k, "v": v}[where].clone()
+    bad[..., 3, :] = float("nan")
+    out = calls[core_call](q, *((bad, v) if where == "k" else (k, bad)))
+    assert out[..., 3:, :].isnan().any(-1).all()  # rows 3 and 4 attend to token 3
+    torch.testing.assert_close(out[..., :3, :], clean[..., :3, :])
+
+
+def test_torch_sdpa_itself_lets_a_later_nan_reach_earlier_rows():
+    """Why the helpers hide non-finite keys: torch's own SDPA (2.13, CPU) does not."""
+    q, k, v = torch.randn(3, 1, 1, 4, 2).unbind(0)
+    k[..., -1, :], v[..., -1, :] = float("nan"), float("nan")
+    assert F.scaled_dot_product_attention(q, k, v, is_causal=True)[..., 0, :].isnan().all()
+
+
+def test_a_fully_masked_row_still_gives_zeros_when_another_key_holds_nan():
+    q, k, v = torch.randn(3, 1, 3, 4).unbind(0)
+    v[..., 2, :] = float("nan")
+    mask = torch.tensor([[False, False, False], [True, False, False], [True, True, True]])
+    for out in (core.sdpa(q, k, v, mask), core.scaled_dot_product_attention(q, k, v, mask)[0]):
+        assert (out[..., 0, :] == 0).all() and out[..., 1, :].isfinite().all()
+        assert out[..., 2, :].isnan().all()
+
+
+def test_ring_merge_block_keeps_a_nan_in_a_later_value_out_of_earlier_rows():
+    from helpers import parallel
+
+    q, k, v = torch.randn(3, 1, 1, 4, 2, dtype=torch.float64).unbind(0)
+    v[..., -1, :] = float("nan")
+    allowed = torch.ones(4, 4, dtype=torch.bool).tril()
+    m = torch.full((1, 1, 4), float("-inf"), dtype=q.dtype)  # nothing seen yet
+    state = (m, torch.zeros_like(m), torch.zeros(1, 1, 4, 2, dtype=q.dtype))
+    m, total, acc = parallel.merge_block(*state, q, k, v, allowed)
+    assert acc[..., :3, :].isfinite().all() and acc[..., 3, :].isnan().all()

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools.syllabus import ROOT
+from tools.syllabus import ROOT, notebook_json
 
 SOLUTION_START = "<details><summary>Solution</summary>"
 SOLUTION = re.compile(
@@ -61,7 +61,13 @@ class Exercise:
 
 
 def read(path: Path) -> nbformat.NotebookNode:
-    return nbformat.read(path, as_version=4)
+    """The notebook at ``path``; a one-line :class:`tools.syllabus.NotebookError` naming it if
+    it is not valid JSON (nbformat's own error names no file, under a long traceback)."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except nbformat.reader.NotJSONError:
+        notebook_json(path)  # raises the error that names the file and the place
+        raise
 
 
 def build(

@@ -38,7 +38,7 @@ from tools.exercise_cells import (
     solution_parts,
     stub_parts,
 )
-from tools.syllabus import NOTEBOOK_GLOB, ROOT, notebook_paths
+from tools.syllabus import NOTEBOOK_GLOB, ROOT, NotebookError, notebook_paths
 
 POINTS = 1  # per exercise
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -109,7 +109,7 @@ def source_notebook(nb: nbformat.NotebookNode, exercises: list[Exercise]) -> nbf
     made.metadata.pop("widgets", None)  # the widget state of outputs that are cleared
     by_stub = {exercise.stub_cell: exercise for exercise in exercises}
     solutions = {exercise.solution_cell for exercise in exercises}
-    cells = []
+    cells, used = [], set()  # grade ids: nbgrader needs each once in a notebook
     for index, cell in enumerate(made.cells):
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -120,14 +120,26 @@ def source_notebook(nb: nbformat.NotebookNode, exercises: list[Exercise]) -> nbf
             cells.append(cell)
             continue
         cell.source = answer_source(exercise)
-        cell.metadata.update(_metadata(exercise.name, solution=True))
+        answer_id, check_id = _unique(exercise.name, used)
+        cell.metadata.update(_metadata(answer_id, solution=True))
         test = nbformat.v4.new_code_cell(graded_source(exercise))
-        test.metadata.update(_metadata(f"{exercise.name}_check", solution=False, points=POINTS))
+        test.metadata.update(_metadata(check_id, solution=False, points=POINTS))
         cells += [cell, test]
         if exercise.prose:
             cells.append(nbformat.v4.new_markdown_cell(exercise.prose))
     made.cells = cells
     return made
+
+
+def _unique(name: str, used: set[str]) -> tuple[str, str]:
+    """Grade ids for an exercise's answer and test cells, ``name`` and ``name_check``; an
+    exercise met again in the notebook gets ``name_2`` and ``name_2_check``, and so on."""
+    base, n = name, 1
+    while base in used or f"{base}_check" in used:
+        n += 1
+        base = f"{name}_{n}"
+    used.update((base, f"{base}_check"))
+    return base, f"{base}_check"
 
 
 def write(sources: dict[Path, nbformat.NotebookNode], folder: Path) -> tuple[bool, list[str]]:
@@ -169,7 +181,7 @@ def main(argv: list[str]) -> int:
     folder = Path(argv[0]) if argv else ROOT / "build" / "nbgrader"
     try:
         sources = build(notebook_paths(), source_notebook)
-    except PatternError as error:
+    except (PatternError, NotebookError) as error:
         print(f"{error}; nothing written", file=sys.stderr)
         return 1
     wrote_config, removed = write(sources, folder)

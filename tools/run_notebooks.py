@@ -42,6 +42,8 @@ from nbclient import NotebookClient
 
 from helpers.bench import busy
 from tools import course, machine_load
+from tools.exercise_cells import read
+from tools.syllabus import NotebookError
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -94,7 +96,7 @@ def run_checked(
     :func:`run`) are there for the tests."""
     measure = measure or machine_load.busy_share
     runner = runner or run
-    nb = nbformat.read(path, as_version=4)
+    nb = read(path)
     timed = has_live_timings(nb)
     if timed and not _quiet(path, "before", measure(), force):
         return False
@@ -219,7 +221,11 @@ def _plain(value: str) -> str:
 
 def main(argv: list[str]) -> int:
     force = "--force" in argv
-    written = [run_checked(Path(name), force) for name in argv if name != "--force"]
+    try:
+        written = [run_checked(Path(name), force) for name in argv if name != "--force"]
+    except NotebookError as error:
+        print(f"{error}; not run", file=sys.stderr)
+        return 1
     return 0 if all(written) else 1
 
 

@@ -38,7 +38,8 @@ from pathlib import Path
 import nbformat
 
 from tools import course, docs_env
-from tools.syllabus import ROOT, Lesson, notebook_paths, read_lesson
+from tools.exercise_cells import read
+from tools.syllabus import ROOT, Lesson, NotebookError, notebook_paths, read_lesson
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -211,7 +212,7 @@ def stage(src: Path, root: Path = ROOT) -> list[Path]:
     paths = notebook_paths(root)
     pages = {f"notebooks/{p.name}" for p in paths} | {"TEACHING.md"}
     for path in paths:
-        nb = nbformat.read(path, as_version=4)
+        nb = read(path)
         staticize_widgets(nb)
         for cell in nb.cells:
             if cell.cell_type == "markdown":
@@ -255,7 +256,10 @@ def main(argv: list[str]) -> None:
     out = Path(argv[0] if argv else "site").resolve()
     python = docs_env.docs_python()
     start = time.perf_counter()
-    index = build(out, python=python)
+    try:
+        index = build(out, python=python)
+    except NotebookError as error:
+        sys.exit(f"{error}; the site was not built")
     seconds = time.perf_counter() - start
     print(f"built {index} in {seconds:.1f} s ({size_mb(out):.1f} MB); open it in a browser")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 
 from tools.exercise_cells import Exercise, PatternError, build, shown
-from tools.syllabus import NOTEBOOK_GLOB, ROOT, notebook_paths
+from tools.syllabus import NOTEBOOK_GLOB, ROOT, NotebookError, notebook_paths
 
 NOTE = (
     "> **Student copy.** The exercises' *Solution* cells are left out of this copy; each "
@@ -84,7 +84,7 @@ def main(argv: list[str]) -> int:
     folder = Path(argv[0]) if argv else ROOT / "build" / "student"
     try:
         copies = build(notebook_paths(), student_copy)
-    except PatternError as error:
+    except (PatternError, NotebookError) as error:
         print(f"{error}; nothing written", file=sys.stderr)
         return 1
     write(copies, folder)

@@ -57,9 +57,26 @@ def notebook_paths(root: Path = ROOT) -> list[Path]:
     return sorted((root / "notebooks").glob(NOTEBOOK_GLOB))
 
 
+class NotebookError(ValueError):
+    """A notebook file that is not a notebook; the message is one line naming the file."""
+
+
+def notebook_json(path: Path) -> dict:
+    """The notebook file's JSON; a :class:`NotebookError` naming the file and the place if it
+    is not JSON (a merge conflict, a file cut short)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        raise NotebookError(
+            f"{where}: not a notebook, its JSON breaks at line {error.lineno}, column "
+            f"{error.colno} ({error.msg}); restore it with git or save it again from Jupyter"
+        ) from None
+
+
 def first_markdown(path: Path) -> str:
     """The source of the notebook's first cell, which must be markdown."""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    cells = notebook_json(path)["cells"]
     if not cells or cells[0]["cell_type"] != "markdown":
         raise ValueError(f"{path.name}: the first cell must be markdown with the title")
     source = cells[0]["source"]

@@ -26,7 +26,8 @@ from pathlib import Path
 import nbformat
 
 from tools import course
-from tools.syllabus import ROOT, Lesson, lessons, notebook_paths
+from tools.exercise_cells import read
+from tools.syllabus import ROOT, Lesson, NotebookError, lessons, notebook_paths
 
 BADGE = re.compile(
     r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]"
@@ -72,7 +73,7 @@ def synced_notebook(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNo
 def sync_notebook(path: Path, write: bool = True) -> bool:
     """Bring one notebook in line; return True if it was (or would be) changed."""
     before = path.read_text(encoding="utf-8")
-    nb = synced_notebook(nbformat.reads(before, as_version=4), path.name)
+    nb = synced_notebook(read(path), path.name)
     after = nbformat.writes(nb) + "\n"
     changed = after.rstrip("\n") != before.rstrip("\n")
     if changed and write:
@@ -97,7 +98,7 @@ def syllabus_table(syllabus: list[Lesson]) -> str:
 
 def helper_modules(path: Path) -> list[str]:
     """The ``helpers`` modules a notebook's code imports, as dotted names, in first-use order."""
-    nb = nbformat.read(path, as_version=4)
+    nb = read(path)
     found: list[str] = []
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -232,7 +233,11 @@ def sync_all(root: Path = ROOT, write: bool = True) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    changed = sync_all(write=not check)
+    try:
+        changed = sync_all(write=not check)
+    except NotebookError as error:
+        print(f"{error}; nothing more written", file=sys.stderr)
+        return 1
     for path in changed:
         print(f"{'out of date' if check else 'rewrote'}: {path.relative_to(ROOT)}")
     if not changed:

@@ -28,7 +28,7 @@ def repeated_sequences(
     if half > vocab:
         raise ValueError(f"half={half} distinct tokens need vocab >= {half}, got vocab={vocab}")
     validation.require_bool("random_shift", random_shift)
-    seed = validation.require_non_negative_int("seed", seed)
+    seed = validation.require_seed("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     first = torch.rand(batch, vocab, generator=gen).argsort(dim=-1)[:, :half]  # (B, L) distinct
     shifts = torch.randint(0, half, (batch,), generator=gen)  # (B,)

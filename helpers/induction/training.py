@@ -29,7 +29,7 @@ WEIGHTS = Path(__file__).with_name("weights.pt")
 
 def make_model(seed: int = 0, rope: bool | None = None) -> AttentionOnlyTransformer:
     """A fresh, seeded model of :data:`CONFIG`'s size (``rope=False``: learned positions)."""
-    torch.manual_seed(validation.require_non_negative_int("seed", seed))
+    torch.manual_seed(validation.require_seed("seed", seed))
     if rope is not None:
         validation.require_bool("rope", rope)
     c = dict(CONFIG, rope=CONFIG["rope"] if rope is None else rope)
@@ -56,7 +56,7 @@ def train(model: AttentionOnlyTransformer, steps: int, batch: int = 64, lr: floa
     validation.require_positive_int("batch", batch)
     if not validation.require_real("lr", lr) > 0:
         raise ValueError(f"lr must be positive, got {lr!r}")
-    validation.require_non_negative_int("seed", seed)
+    validation.require_seed("seed", seed)
     validation.require_bool("progress", progress)
     validation.require_bool("random_shift", random_shift)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)

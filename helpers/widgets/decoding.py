@@ -14,6 +14,7 @@ every redraw shows the same numbers on every machine.
 
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 
 import matplotlib.pyplot as plt
@@ -28,7 +29,7 @@ from helpers.inference import GroupedQueryAttention, kv_cache_bytes
 from helpers.masks import causal_mask
 from helpers.plots import attention_heatmap
 from helpers.rope import apply_rope
-from helpers.validation import require_bool, require_positive_int, require_real
+from helpers.validation import require_bool, require_choice, require_positive_int, require_real
 
 # --- counting one decode step ----------------------------------------------------------------
 
@@ -182,7 +183,9 @@ def render_decoding(step: int) -> tuple[Figure, str]:
     weights[:step, :step] = decoding_weights()[:step, :step]  # rows not generated yet: blank
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), gridspec_kw={"width_ratios": [1.2, 1.1, 1]})
     labels = [str(t) for t in range(STEPS)]
-    attention_heatmap(weights, labels, labels, ax=axes[0], colorbar=False, annotate=False)
+    with warnings.catch_warnings():  # NaN: the rows not generated yet, blank on purpose
+        warnings.simplefilter("ignore")
+        attention_heatmap(weights, labels, labels, ax=axes[0], colorbar=False, annotate=False)
     for t, w in enumerate(weights[step - 1, :step]):  # the new row's values, written
         colour = "black" if w > 0.5 else "white"
         axes[0].text(
@@ -276,10 +279,8 @@ def _draw_sharing(ax, num_heads: int, num_kv_heads: int) -> None:
 
 
 def _check_sharing(num_heads: int, model: str, log2_t: int) -> None:
-    if num_heads not in HEAD_COUNTS:
-        raise ValueError(f"num_heads must be one of {HEAD_COUNTS}, got {num_heads!r}")
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {tuple(MODELS)}, got {model!r}")
+    require_choice("num_heads", num_heads, HEAD_COUNTS)
+    require_choice("model", model, tuple(MODELS))  # a list or a dict is not a model's name
     if not (isinstance(log2_t, (int, np.integer)) and LOG2_T[0] <= log2_t <= LOG2_T[1]):
         raise ValueError(f"log2_t must be an int in {LOG2_T[0]}..{LOG2_T[1]}, got {log2_t!r}")
 

@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
 
-from helpers.validation import require_non_negative_int, require_positive_int
+from helpers.validation import require_positive_int, require_seed
 
 D_MODEL = 12  # small enough to label every row, divisible by 1, 2, 3, 4, 6 and 12 heads
 LAYOUTS = ("[Q | K | V] blocks", "per-head interleaved")
@@ -86,7 +86,7 @@ def split_matches(num_heads: int, layout: str, split: str, seed: int = 0) -> dic
     """
     _check(num_heads, layout, LAYOUTS, "layout")
     _check(num_heads, split, SPLITS, "split")
-    seed = require_non_negative_int("seed", seed)  # torch's own error would name nothing
+    seed = require_seed("seed", seed)  # torch's own error would name nothing
     d_k, gen = D_MODEL // num_heads, torch.Generator().manual_seed(seed)
     separate = torch.randn(3, D_MODEL, D_MODEL, generator=gen, dtype=torch.float64)
     x = torch.randn(2, 3, D_MODEL, generator=gen, dtype=torch.float64)  # (B, T, D)

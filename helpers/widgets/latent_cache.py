@@ -23,6 +23,7 @@ from helpers.mla_counts import (
     gqa_bytes_per_token,
     mla_bytes_per_token,
 )
+from helpers.validation import require_choice
 
 LATENT_SIZES = (64, 128, 256, 512, 1024, 2048)
 KV_HEADS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -33,8 +34,7 @@ GIB = 2**30
 def _check(kv_latent_dim: int, num_kv_heads: int, bits: int) -> None:
     for name, value, allowed in (("kv_latent_dim", kv_latent_dim, LATENT_SIZES),
                                  ("num_kv_heads", num_kv_heads, KV_HEADS), ("bits", bits, BITS)):  # fmt: skip
-        if isinstance(value, bool) or value not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        require_choice(name, value, allowed)  # 512.0 and [512] are not sizes on the slider
 
 
 def frontier_points(
