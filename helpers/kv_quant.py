@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 LEVELS = 127  # int8 codes -127..127: symmetric, so 0 is exact and -128 is never used
 SCALE_BYTES = 2  # one float16 scale per separately scaled slice of a token
@@ -81,8 +81,8 @@ def quantize_int8(x: Tensor, dim: int) -> Int8Tensor:
 
 def _check_quantize(x: Any, dim: Any) -> int:
     """x a non-empty floating tensor, dim one of its axes (an int, a NumPy integer too)."""
-    validation.require_array("x", x, Tensor, "torch.Tensor")
-    validation.require_floating("x", x)
+    checks.require_array("x", x, Tensor, "torch.Tensor")
+    checks.require_floating("x", x)
     if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, numbers.Integral):
         raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
     if not -x.ndim <= dim < x.ndim:
@@ -103,8 +103,8 @@ def quantized_bytes_per_token(
     """
     if isinstance(bits, bool) or bits not in (8, 4):
         raise ValueError(f"bits must be 8 or 4, got {bits!r}")
-    numbers = sum(validation.require_positive_int("width", w) for w in widths)
-    scale_bytes = validation.require_positive_int("scale_bytes", scale_bytes)
+    numbers = sum(checks.require_positive_int("width", w) for w in widths)
+    scale_bytes = checks.require_positive_int("scale_bytes", scale_bytes)
     return numbers * bits / 8 + scale_bytes * len(widths)
 
 
@@ -112,6 +112,6 @@ def int8_kv_bytes_per_token(num_kv_heads: int, d_k: int, scale_bytes: int = SCAL
     """Bytes one token adds to one layer's int8 cache with per-token scales:
     ``2 · h_kv · (d_k + scale_bytes)`` (keys and values, each head one byte per number and one
     scale)."""
-    num_kv_heads = validation.require_positive_int("num_kv_heads", num_kv_heads)
-    d_k = validation.require_positive_int("d_k", d_k)
+    num_kv_heads = checks.require_positive_int("num_kv_heads", num_kv_heads)
+    d_k = checks.require_positive_int("d_k", d_k)
     return int(quantized_bytes_per_token([d_k] * (2 * num_kv_heads), 8, scale_bytes))

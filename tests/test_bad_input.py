@@ -15,24 +15,24 @@ import pytest
 import torch
 
 from helpers import attention_core as core
-from helpers import convert, data, flash, inference, masks, parallel, plots, rope, validation
+from helpers import convert, flash, inference, masks, parallel, rope
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
-from helpers.induction import data as induction_data
-from helpers.induction import scores as induction_scores
-from helpers.induction import training as induction_training
-from helpers.widgets import (
-    decoding,
-    first_look,
-    fused_layout,
-    heads,
-    kernel_memory,
-    masking,
-    parallel_layout,
-    scaling,
-    tiling,
-    training,
-)
+from helpers.kit import checks as validation
+from helpers.kit import data, plots
+from helpers.lessons.nb00 import explorers as first_look
+from helpers.lessons.nb02 import explorers as scaling
+from helpers.lessons.nb03 import explorers as masking
+from helpers.lessons.nb04 import explorers as heads
+from helpers.lessons.nb05 import explorers as training
+from helpers.lessons.nb06 import explorers as fused_layout
+from helpers.lessons.nb07 import explorers as kernel_memory
+from helpers.lessons.nb08 import explorers as decoding
+from helpers.lessons.nb09 import explorers as tiling
+from helpers.lessons.nb10 import data as induction_data
+from helpers.lessons.nb10 import scores as induction_scores
+from helpers.lessons.nb10 import training as induction_training
+from helpers.lessons.nb11 import explorers as parallel_layout
 
 
 def qkv(t_q: int = 3, t_k: int = 4, d_k: int = 5, d_v: int = 6, dtype=np.float64):
@@ -1636,12 +1636,12 @@ def test_bad_input_to_the_later_lessons_gets_a_clear_error(call, error, fragment
 
 
 def validation_calls(call) -> int:
-    """How many function calls (frames) land in helpers/validation.py while ``call`` runs."""
+    """How many function calls (frames) land in helpers/kit/checks.py while ``call`` runs."""
     count = 0
 
     def profile(frame, event, arg):
         nonlocal count
-        if event == "call" and frame.f_code.co_filename.endswith("helpers/validation.py"):
+        if event == "call" and frame.f_code.co_filename.endswith("helpers/kit/checks.py"):
             count += 1
 
     sys.setprofile(profile)

@@ -19,13 +19,15 @@ from hypothesis import strategies as st
 from notebook_tools import verdict
 
 from helpers import attention_core as core
-from helpers import exercises, masks
+from helpers import masks
 from helpers import torch_attention as ta
-from helpers.bench.flops import attention_flops, projection_flops
-from helpers.bench.peaks import BANDWIDTH_GB_S, find_peak
 from helpers.inference import GroupedQueryAttention, KVCache, kv_cache_bytes
+from helpers.kit import exercises
+from helpers.kit.bench.flops import attention_flops, projection_flops
+from helpers.kit.bench.peaks import BANDWIDTH_GB_S, find_peak
+from helpers.kit.explorer import explore
+from helpers.lessons.nb08 import explorers as decoding
 from helpers.rope import apply_rope
-from helpers.widgets import decoding, explore
 
 D_MODEL, HEADS, B, T = 16, 4, 2, 9
 TOL = {torch.float64: 1e-10, torch.float32: 1e-5}

@@ -22,10 +22,11 @@ import pytest
 import torch
 from notebook_tools import verdict
 
-from helpers import exercises
-from helpers.induction import data, scores, training
-from helpers.induction.model import AttentionOnlyTransformer
-from helpers.widgets import RENDER_RC, explore, figure_to_png, heads_trained
+from helpers.kit import exercises
+from helpers.kit.explorer import RENDER_RC, explore, figure_to_png
+from helpers.lessons.nb10 import data, scores, training
+from helpers.lessons.nb10 import explorers as heads_trained
+from helpers.lessons.nb10.model import AttentionOnlyTransformer
 
 HALF, VOCAB = 8, 20
 

@@ -20,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from notebook_tools import verdict
 
-from helpers import exercises
-from helpers import mla_counts as mc
+from helpers import counts as mc
 from helpers.inference import GroupedQueryAttention, KVCache, kv_cache_bytes
+from helpers.kit import exercises
+from helpers.kit.explorer import explore
 from helpers.kv_quant import (
     SCALE_BYTES,
     Int8Tensor,
@@ -30,10 +31,9 @@ from helpers.kv_quant import (
     quantize_int8,
     quantized_bytes_per_token,
 )
+from helpers.lessons.nb13 import explorers as lc
 from helpers.mla import LatentCache, MultiHeadLatentAttention, latent_cache_bytes
 from helpers.rope import apply_rope
-from helpers.widgets import explore
-from helpers.widgets import latent_cache as lc
 
 SIZES = dict(d_model=24, num_heads=4, kv_latent_dim=10, nope_dim=6, rope_dim=4, v_dim=5)
 B, T = 2, 9

@@ -20,7 +20,7 @@ from collections.abc import Hashable
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 
 class PoolFull(RuntimeError):
@@ -31,8 +31,8 @@ class BlockAllocator:
     """The free list, the reference counts and one block table per sequence. No tensors."""
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
-        self.num_blocks = validation.require_positive_int("num_blocks", num_blocks)
-        self.block_size = validation.require_positive_int("block_size", block_size)
+        self.num_blocks = checks.require_positive_int("num_blocks", num_blocks)
+        self.block_size = checks.require_positive_int("block_size", block_size)
         self.free_blocks = list(
             range(num_blocks - 1, -1, -1)
         )  # a stack: block 0 is handed out first
@@ -72,7 +72,7 @@ class BlockAllocator:
         """A new sequence with slots for its first ``num_tokens`` tokens (its prompt)."""
         if seq in self.tables:
             raise ValueError(f"sequence {seq!r} already holds blocks {self.tables[seq]}")
-        need = self.blocks_for(validation.require_positive_int("num_tokens", num_tokens))
+        need = self.blocks_for(checks.require_positive_int("num_tokens", num_tokens))
         if need > self.num_free:
             raise PoolFull(
                 f"sequence {seq!r} needs {need} blocks for {num_tokens} tokens, "
@@ -141,10 +141,10 @@ class PagedKVCache:
 
     def __init__(self, layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
                  d_k: int, dtype: torch.dtype = torch.float32) -> None:  # fmt: skip
-        layers = validation.require_positive_int("layers", layers)
+        layers = checks.require_positive_int("layers", layers)
         self.allocator = BlockAllocator(num_blocks, block_size)
-        shape = (layers, num_blocks, validation.require_positive_int("num_kv_heads", num_kv_heads),
-                 block_size, validation.require_positive_int("d_k", d_k))  # fmt: skip
+        shape = (layers, num_blocks, checks.require_positive_int("num_kv_heads", num_kv_heads),
+                 block_size, checks.require_positive_int("d_k", d_k))  # fmt: skip
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(
                 f"dtype must be a floating torch.dtype (keys and values), got {dtype!r}"

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from helpers import validation
 from helpers.inference import GroupedQueryAttention, KVCache
+from helpers.kit import checks
 
 WEIGHTS = Path(__file__).with_name("weights.pt")
 
@@ -37,11 +37,11 @@ class TinyLM(nn.Module):
         self, vocab: int, d_model: int, num_heads: int, num_kv_heads: int, layers: int
     ) -> None:
         super().__init__()
-        self.vocab = validation.require_positive_int("vocab", vocab)
+        self.vocab = checks.require_positive_int("vocab", vocab)
         self.embed = nn.Embedding(vocab, d_model)
         self.layers = nn.ModuleList(
             GroupedQueryAttention(d_model, num_heads, num_kv_heads, rope=True)
-            for _ in range(validation.require_positive_int("layers", layers))
+            for _ in range(checks.require_positive_int("layers", layers))
         )
         self.unembed = nn.Linear(d_model, vocab, bias=False)
 
@@ -49,8 +49,8 @@ class TinyLM(nn.Module):
         self, tokens: Tensor, caches: list[KVCache] | None = None
     ) -> tuple[Tensor, list[KVCache]]:
         """``(logits (B, T_new, vocab), caches)``: notebook 08's forward, cache included."""
-        validation.require_array("tokens", tokens, Tensor, "torch.Tensor")
-        validation.require_ndim("tokens", tokens, (2,), "(B, T)")
+        checks.require_array("tokens", tokens, Tensor, "torch.Tensor")
+        checks.require_ndim("tokens", tokens, (2,), "(B, T)")
         x = self.embed(tokens)  # (B, T_new, D)
         caches = caches or [None] * len(self.layers)
         new_caches = []
@@ -88,7 +88,7 @@ def generate(model: TinyLM, prompt: Tensor, max_new_tokens: int) -> Tensor:
     """Greedy decoding of one batch with notebook 08's cache: ``(B, T_0 + max_new_tokens)``."""
     tokens, new, caches = prompt, prompt, None
     with torch.no_grad():
-        for _ in range(validation.require_non_negative_int("max_new_tokens", max_new_tokens)):
+        for _ in range(checks.require_non_negative_int("max_new_tokens", max_new_tokens)):
             logits, caches = model(new, caches)
             new = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
             tokens = torch.cat([tokens, new], dim=1)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 Model = Callable[[Tensor], Tensor]  # token ids (1, T) -> logits (1, T, V)
 
@@ -195,7 +195,7 @@ def _check(target, draft, prompt, max_new_tokens, num_draft, temperature, genera
     for name, model in (("target", target), ("draft", draft)):
         if not callable(model):
             raise TypeError(f"{name} must be callable: token ids (1, T) -> logits (1, T, V)")
-    validation.require_array("prompt", prompt, Tensor, "torch.Tensor")
+    checks.require_array("prompt", prompt, Tensor, "torch.Tensor")
     if (
         prompt.dtype != torch.int64
         or prompt.ndim != 2
@@ -206,9 +206,9 @@ def _check(target, draft, prompt, max_new_tokens, num_draft, temperature, genera
             f"prompt must be int64 token ids (1, T_0) with T_0 >= 1, got {prompt.dtype} "
             f"{tuple(prompt.shape)}"
         )
-    validation.require_non_negative_int("max_new_tokens", max_new_tokens)
-    validation.require_positive_int("num_draft", num_draft)
-    validation.require_real("temperature", temperature, low=0.0)
+    checks.require_non_negative_int("max_new_tokens", max_new_tokens)
+    checks.require_positive_int("num_draft", num_draft)
+    checks.require_real("temperature", temperature, low=0.0)
     if generator is not None and not isinstance(generator, torch.Generator):
         kind = type(generator)
         raise TypeError(

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 # Streaming multiprocessors of a few GPUs, from NVIDIA's data sheets and architecture papers:
 # the units that each run one (batch, head, split) piece of a decode kernel at a time.
@@ -39,8 +39,8 @@ def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.n
     """
     numpy_in = isinstance(q, np.ndarray)
     kind, kind_name = (np.ndarray, "NumPy array") if numpy_in else (Tensor, "torch.Tensor")
-    validation.check_attention(q, k, v, None, kind, kind_name)
-    num_splits = validation.require_positive_int("num_splits", num_splits)
+    checks.check_attention(q, k, v, None, kind, kind_name)
+    num_splits = checks.require_positive_int("num_splits", num_splits)
     if num_splits > k.shape[-2]:
         raise ValueError(
             f"num_splits must lie in 1..T_k = {k.shape[-2]} (each chunk needs a key), got "
@@ -58,7 +58,7 @@ def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.n
     out = out.numpy()
     overflowed = ~np.isfinite(out).all(axis=-1)  # finite inputs: only an overflow gets here
     if overflowed.any():
-        validation.raise_scores_overflow(
+        checks.raise_scores_overflow(
             f"{overflowed.sum()} of {overflowed.size} query rows", q.numpy(), k.numpy()
         )
     return out
@@ -93,13 +93,13 @@ def merge_partials(outs: list[Tensor], lses: list[Tensor]) -> Tensor:
 def decode_work_units(batch: int, heads: int, num_splits: int = 1) -> int:
     """Independent pieces of one decode step's attention: one per (sequence, head, split)."""
     for name, value in (("batch", batch), ("heads", heads), ("num_splits", num_splits)):
-        validation.require_positive_int(name, value)
+        checks.require_positive_int(name, value)
     return batch * heads * num_splits
 
 
 def sm_busy_fraction(units: int, sm_count: int) -> float:
     """The share of a GPU's SMs that ``units`` equal pieces keep busy, averaged over the waves
     they run in: ``units / (waves * sm_count)`` with ``waves = ceil(units / sm_count)``."""
-    units = validation.require_positive_int("units", units)
-    sm_count = validation.require_positive_int("sm_count", sm_count)
+    units = checks.require_positive_int("units", units)
+    sm_count = checks.require_positive_int("sm_count", sm_count)
     return units / (math.ceil(units / sm_count) * sm_count)
