@@ -195,7 +195,7 @@ def test_helpers_come_from_the_installed_package(report, package_python):
 
 
 def module_name(path: Path) -> str:
-    """``helpers/kit/explorer/__init__.py`` -> ``helpers.kit.explorer``."""
+    """``helpers/kit/bench/__init__.py`` -> ``helpers.kit.bench``."""
     parts = path.with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
