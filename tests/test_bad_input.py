@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from helpers import attention_core as core
-from helpers import convert, flash, inference, masks, parallel, rope
+from helpers import convert, counts, flash, inference, masks, parallel, rope
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
 from helpers.kit import checks as validation
@@ -27,7 +27,6 @@ from helpers.lessons.nb04 import explorers as heads
 from helpers.lessons.nb05 import explorers as training
 from helpers.lessons.nb06 import explorers as fused_layout
 from helpers.lessons.nb07 import explorers as kernel_memory
-from helpers.lessons.nb08 import explorers as decoding
 from helpers.lessons.nb09 import explorers as tiling
 from helpers.lessons.nb10 import data as induction_data
 from helpers.lessons.nb10 import scores as induction_scores
@@ -1213,19 +1212,19 @@ LESSON_08 = [
         for name, call, flag, shown in [
             (
                 "step_flops_cached_no",
-                lambda: decoding.step_flops(4, 16, 4, cached="no"),
+                lambda: counts.step_flops(4, 16, 4, cached="no"),
                 "cached",
                 "str 'no'",
             ),
             (
                 "step_flops_cached_0",
-                lambda: decoding.step_flops(4, 16, 4, cached=0),
+                lambda: counts.step_flops(4, 16, 4, cached=0),
                 "cached",
                 "int 0",
             ),
             (
                 "step_bytes_cached_none",
-                lambda: decoding.step_bytes(4, 16, 4, cached=None),
+                lambda: counts.step_bytes(4, 16, 4, cached=None),
                 "cached",
                 "NoneType None",
             ),
@@ -1254,7 +1253,7 @@ LESSON_08 = [
     *(
         case(
             f"roofline_seconds_refuses_what_is_no_count_or_rate-{name}",
-            lambda args=args: decoding.roofline_seconds(*args),
+            lambda args=args: counts.roofline_seconds(*args),
             ValueError,
             message,
         )
