@@ -53,7 +53,7 @@ def helpers_imports(path) -> set[str]:
 
 def test_the_numpy_half_s_helpers_and_checkers_do_not_import_torch():
     modules = set().union(*(helpers_imports(path) for path in NUMPY_HALF))
-    modules |= {f"helpers.kit.exercises.nb{path.name[:2]}" for path in NUMPY_HALF}
+    modules |= {f"helpers.lessons.nb{path.name[:2]}.checkers" for path in NUMPY_HALF}
     assert "helpers.numpy_attention" in modules and "helpers.lessons.nb04.checkers" in modules
     probe = "import importlib, sys\n"
     probe += "".join(f"importlib.import_module({name!r})\n" for name in sorted(modules))
