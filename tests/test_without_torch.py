@@ -88,7 +88,7 @@ PROBE = textwrap.dedent(
     """
     import contextlib, importlib.util, io, json, sys
     import helpers
-    from helpers import exercises
+    from helpers.kit import exercises
 
     before = dict(exercises.RESULTS)
     for code in SOLUTIONS:
