@@ -2,7 +2,7 @@
 
 Run from the repository root; ``benchmarks/README.md`` says what to run on which machine. What
 the lessons measure with (FLOP counts, device peaks, timing and memory, the matmul ceiling)
-lives in :mod:`helpers.bench`; this package is the command and everything only it needs:
+lives in :mod:`helpers.kit.bench`; this package is the command and everything only it needs:
 
 - :mod:`benchmarks.__main__`: the command line and its presets (``tiny``, ``tiny-flash``,
   ``cpu-note``, ``gpu-quick``, ``gpu``, ``gpu-flash``), the closing-note figures and the

@@ -27,7 +27,7 @@ from benchmarks.cli import default_out
 from benchmarks.contenders import BACKENDS, CONTENDERS, DIRECT, DTYPES, LAYER_SWEEP
 from benchmarks.record import RunFiles
 from benchmarks.runner import BenchConfig, run, series
-from helpers.bench.live import device_name
+from helpers.kit.env import device_name
 
 MODES = ("forward", "forward_backward")
 # The sizes of the GPU presets: B = 4, D = 1024, d_k = 64 and 128 (h = 16 and 8), bfloat16.
@@ -162,7 +162,7 @@ def _parser() -> cli.Parser:
 
 def build_config(args: argparse.Namespace) -> BenchConfig:
     """The flags given, then the preset, then the fallbacks; checks of two flags at once."""
-    from helpers.env import pick_device
+    from helpers.kit.env import pick_device
 
     opts = cli.merge(FALLBACK, PRESETS.get(args.preset or "", {}), args, ALTERNATIVES)
     device = str(opts.get("device") or pick_device())

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from helpers.validation import require_positive_int
+from helpers.kit.checks import require_positive_int
 
 T = TypeVar("T")
 
@@ -206,7 +206,7 @@ def add_common(
     add = parser.add_argument
     add("--preset", choices=sorted(presets), help="a named set of defaults")
     add("--device", type=device, help="cpu, cuda, cuda:N or mps (default: cuda for the gpu "
-        "presets, else helpers.env.pick_device())")  # fmt: skip
+        "presets, else helpers.kit.env.pick_device())")  # fmt: skip
     add("--dtypes", type=names(dtypes, "dtype"), help=f"comma list of {','.join(dtypes)}")
     add("--seq-lens", type=positive_ints, help="comma list of T (overrides --min/--max-seq-len)")
     add("--min-seq-len", type=positive_int, help="smallest T; T doubles from it")

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.attention_core import scaled_dot_product_attention
-from helpers.bench.ceiling import DTYPES
+from helpers.kit.bench.ceiling import DTYPES
 from helpers.masks import causal_mask
 from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
 

@@ -25,8 +25,8 @@ import sys
 from benchmarks import cli
 from benchmarks.decoding import COLUMNS, DecodeConfig, decode_table, default_kv_heads, run_decode
 from benchmarks.record import RunFiles
-from helpers.bench.ceiling import DTYPES
-from helpers.bench.live import device_name
+from helpers.kit.bench.ceiling import DTYPES
+from helpers.kit.env import device_name
 
 # Presets hold values in the form the flags' checks return (benchmarks/cli.py).
 PRESETS: dict[str, dict] = {
@@ -71,7 +71,7 @@ def _parser() -> cli.Parser:
 
 def build_config(args: argparse.Namespace) -> DecodeConfig:
     """The flags given, then the preset, then the fallbacks; checks of two flags at once."""
-    from helpers.env import pick_device
+    from helpers.kit.env import pick_device
 
     opts = cli.merge(FALLBACK, PRESETS.get(args.preset or "", {}), args, {})
     heads, d_model = opts["heads"], opts["d_model"]

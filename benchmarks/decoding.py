@@ -12,7 +12,7 @@ One *decode step at context T*: T tokens have been seen and the next one is comp
 
 ``tokens_per_s`` = B / seconds per step: tokens the layer produces per second when it does this
 step over and over. One layer, not a model: a model of L layers takes about L times as long per
-token. Steps are timed by ``torch.utils.benchmark`` (:func:`helpers.bench.timing.median_seconds`,
+token. Steps are timed by ``torch.utils.benchmark`` (:func:`helpers.kit.bench.timing.median_seconds`,
 synchronised on a GPU). The cached and uncached step at the same T and h_kv are measured one
 after the other, so a drift of the machine does not favour one.
 
@@ -35,10 +35,10 @@ import torch
 from tqdm.auto import tqdm
 
 from benchmarks.runner import device_problem, guarded, out_of_time
-from helpers.bench.ceiling import DTYPES
-from helpers.bench.live import device_name
-from helpers.bench.timing import median_seconds
 from helpers.inference import GroupedQueryAttention, kv_cache_bytes
+from helpers.kit.bench.ceiling import DTYPES
+from helpers.kit.bench.timing import median_seconds
+from helpers.kit.env import device_name
 
 COLUMNS = (
     "device_name",

@@ -5,7 +5,7 @@
    as bare ``F.linear``, view, SDPA, ``F.linear``), compared under the same backend and mask at
    the same T; the verdict rests on the worst such ratio.
 2. **The attention core runs near the hardware's limit**: ``sdpa_direct`` (SDPA alone, best
-   backend) reaches at least 50 % of the device's dense bfloat16 peak (``helpers.bench.peaks``).
+   backend) reaches at least 50 % of the device's dense bfloat16 peak (``helpers.kit.bench.peaks``).
 
 Both are judged on bfloat16, forward rows with T >= 4096, separately for each head size d_k in
 ``HEAD_DIMS``. ``passed`` is True (met), False (missed) or None (not measured: the table has no
@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.results import COLUMNS, load_results
-from helpers.bench.peaks import peak_tflops
+from helpers.kit.bench.peaks import peak_tflops
 
 DTYPE = "bfloat16"
 MODE = "forward"

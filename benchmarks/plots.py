@@ -1,6 +1,6 @@
 """The sweep's pictures: time, memory and TFLOP/s against T, one figure per selection.
 
-The drawing itself is notebook 07's, :func:`helpers.bench.plots.plot_timings`; this module picks
+The drawing itself is notebook 07's, :func:`helpers.kit.bench.plots.plot_timings`; this module picks
 the rows of one dtype, mode, mask and head size, names each series after its contender, backend
 and compilation, and saves one PNG per selection after a run.
 """
@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmarks.results import load_results
-from helpers.bench.plots import plot_timings
+from helpers.kit.bench.plots import plot_timings
 
 
 def series_label(row) -> str:

@@ -1,7 +1,7 @@
 """Writing a benchmark run to disk: one CSV of rows and one JSON of metadata per run.
 
 The sweep's columns are :data:`benchmarks.results.COLUMNS`; :func:`benchmarks.results.load_results`
-reads them back, and notebook 07 reads committed runs with :mod:`helpers.bench.results`.
+reads them back, and notebook 07 reads committed runs with :mod:`helpers.kit.bench.results`.
 """
 
 from __future__ import annotations

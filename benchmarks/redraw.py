@@ -61,8 +61,8 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.env import setup
-from helpers.widgets import Explorer, explore
+from helpers.kit.env import setup
+from helpers.kit.explorer import Explorer, explore
 
 REDRAWS = 20
 GOAL_MS = 100.0
@@ -92,7 +92,7 @@ def moves(options: Sequence[object], start: object, count: int = REDRAWS) -> lis
 
 
 def _nb00() -> Explorer:
-    from helpers.widgets.first_look import render_sharpness
+    from helpers.lessons.nb00.explorers import render_sharpness
 
     return explore(
         render_sharpness,
@@ -101,8 +101,8 @@ def _nb00() -> Explorer:
 
 
 def _nb01() -> Explorer:
-    from helpers.data import toy_sentence
-    from helpers.widgets.one_query import MAX_SCALE, render_one_query
+    from helpers.kit.data import toy_sentence
+    from helpers.lessons.nb01.explorers import MAX_SCALE, render_one_query
 
     return explore(
         render_one_query,
@@ -112,7 +112,7 @@ def _nb01() -> Explorer:
 
 
 def _nb02() -> Explorer:
-    from helpers.widgets.scaling import MAX_D_K, render_scaling
+    from helpers.lessons.nb02.explorers import MAX_D_K, render_scaling
 
     return explore(
         render_scaling,
@@ -122,7 +122,7 @@ def _nb02() -> Explorer:
 
 
 def _nb03() -> Explorer:
-    from helpers.widgets.masking import MASK_TYPES, SENTENCES, render_masked_heatmap
+    from helpers.lessons.nb03.explorers import MASK_TYPES, SENTENCES, render_masked_heatmap
 
     return explore(
         render_masked_heatmap,
@@ -132,7 +132,7 @@ def _nb03() -> Explorer:
 
 
 def _nb04() -> Explorer:
-    from helpers.widgets.heads import render_heads
+    from helpers.lessons.nb04.explorers import render_heads
 
     return explore(
         render_heads,
@@ -143,8 +143,8 @@ def _nb04() -> Explorer:
 
 def _nb05() -> Explorer:
     """The reverse task's model, untrained and after notebook 05's 150 training steps."""
-    from helpers.reverse_task import ReverseTask, attention_maps, make_model, train
-    from helpers.widgets.training import render_head_browser
+    from helpers.lessons.nb05.explorers import render_head_browser
+    from helpers.lessons.nb05.task import ReverseTask, attention_maps, make_model, train
 
     task = ReverseTask(vocab_size=10, length=8)
     model = make_model(task, d_model=32, num_heads=2, seed=0)
@@ -161,7 +161,7 @@ def _nb05() -> Explorer:
 
 
 def _nb06() -> Explorer:
-    from helpers.widgets.fused_layout import D_MODEL, LAYOUTS, SPLITS, render_fused_split
+    from helpers.lessons.nb06.explorers import D_MODEL, LAYOUTS, SPLITS, render_fused_split
 
     return explore(
         render_fused_split,
@@ -174,7 +174,7 @@ def _nb06() -> Explorer:
 
 
 def _nb07() -> Explorer:
-    from helpers.widgets.kernel_memory import DEVICES, DTYPES, render_kernel_memory
+    from helpers.lessons.nb07.explorers import DEVICES, DTYPES, render_kernel_memory
 
     return explore(
         render_kernel_memory,
@@ -186,13 +186,13 @@ def _nb07() -> Explorer:
 
 
 def _nb08_decoding() -> Explorer:
-    from helpers.widgets.decoding import STEPS, render_decoding
+    from helpers.lessons.nb08.explorers import STEPS, render_decoding
 
     return explore(render_decoding, step=widgets.IntSlider(value=5, min=1, max=STEPS))
 
 
 def _nb08_kv_sharing() -> Explorer:
-    from helpers.widgets.decoding import HEAD_COUNTS, LOG2_T, MODELS, render_kv_sharing
+    from helpers.lessons.nb08.explorers import HEAD_COUNTS, LOG2_T, MODELS, render_kv_sharing
 
     return explore(
         render_kv_sharing,
@@ -204,7 +204,7 @@ def _nb08_kv_sharing() -> Explorer:
 
 
 def _nb09() -> Explorer:
-    from helpers.widgets import tiling
+    from helpers.lessons.nb09 import explorers as tiling
 
     return explore(
         tiling.render_tiling,
@@ -217,9 +217,9 @@ def _nb09() -> Explorer:
 
 def _nb10() -> Explorer:
     """The shipped trained model on the first 64 of notebook 10's 256 held-out sequences."""
-    from helpers.induction import training
-    from helpers.induction.data import repeated_sequences
-    from helpers.widgets.heads_trained import TrainedHeadsFigure, ablation_choices
+    from helpers.lessons.nb10 import training
+    from helpers.lessons.nb10.data import repeated_sequences
+    from helpers.lessons.nb10.explorers import TrainedHeadsFigure, ablation_choices
 
     half, vocab = training.CONFIG["half"], training.CONFIG["vocab"]
     held_out, held_shifts = repeated_sequences(256, half, vocab, seed=7)
@@ -235,7 +235,7 @@ def _nb10() -> Explorer:
 
 
 def _nb11_heads_split() -> Explorer:
-    from helpers.widgets.parallel_layout import HEAD_COUNTS, WORLD_SIZES, render_heads_split
+    from helpers.lessons.nb11.explorers import HEAD_COUNTS, WORLD_SIZES, render_heads_split
 
     return explore(
         render_heads_split,
@@ -245,7 +245,7 @@ def _nb11_heads_split() -> Explorer:
 
 
 def _nb11_ring() -> Explorer:
-    from helpers.widgets.parallel_layout import LAYOUTS, render_ring
+    from helpers.lessons.nb11.explorers import LAYOUTS, render_ring
 
     ranks = widgets.Dropdown(options=[2, 3, 4, 8], value=4)
     step = widgets.IntSlider(value=2, min=1, max=4)
@@ -260,7 +260,7 @@ def _nb11_ring() -> Explorer:
 
 
 def _nb12_pool() -> Explorer:
-    from helpers.widgets.serving import BLOCK_SIZES, MAX_STEP, render_pool
+    from helpers.lessons.nb12.explorers import BLOCK_SIZES, MAX_STEP, render_pool
 
     return explore(
         render_pool,
@@ -270,7 +270,7 @@ def _nb12_pool() -> Explorer:
 
 
 def _nb12_speculation() -> Explorer:
-    from helpers.widgets.serving import DRAFT_LENGTHS, DRAFTS, render_speculation
+    from helpers.lessons.nb12.explorers import DRAFT_LENGTHS, DRAFTS, render_speculation
 
     return explore(
         render_speculation,
@@ -280,7 +280,7 @@ def _nb12_speculation() -> Explorer:
 
 
 def _nb13() -> Explorer:
-    from helpers.widgets.latent_cache import BITS, KV_HEADS, LATENT_SIZES, render_cache_frontier
+    from helpers.lessons.nb13.explorers import BITS, KV_HEADS, LATENT_SIZES, render_cache_frontier
 
     return explore(
         render_cache_frontier,
@@ -292,10 +292,13 @@ def _nb13() -> Explorer:
 
 def cases() -> list[Case]:
     """Every notebook's explorer(s), in reading order, with their first control's moves."""
-    from helpers.widgets import decoding, latent_cache, parallel_layout, tiling
-    from helpers.widgets.heads_trained import ablation_choices
-    from helpers.widgets.masking import MASK_TYPES
-    from helpers.widgets.scaling import MAX_D_K
+    from helpers.lessons.nb02.explorers import MAX_D_K
+    from helpers.lessons.nb03.explorers import MASK_TYPES
+    from helpers.lessons.nb08 import explorers as decoding
+    from helpers.lessons.nb09 import explorers as tiling
+    from helpers.lessons.nb10.explorers import ablation_choices
+    from helpers.lessons.nb11 import explorers as parallel_layout
+    from helpers.lessons.nb13 import explorers as latent_cache
 
     d_ks = [int(d) for d in np.linspace(1, MAX_D_K, REDRAWS + 1)[1:]]  # 20 widths, none twice
     return [

@@ -9,7 +9,7 @@ import subprocess
 
 import torch
 
-from helpers.bench.live import device_name
+from helpers.kit.env import device_name
 
 
 def nvidia_driver() -> str | None:

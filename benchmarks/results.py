@@ -2,7 +2,7 @@
 
 A results folder (``benchmarks/results/<name>/``) holds ``<run>.csv`` and ``<run>.json`` for
 each run, written by :mod:`benchmarks.record`; :func:`load_results` reads all the CSVs of a
-folder as one table, with :func:`helpers.bench.results.read_csvs`, the reader notebook 07 uses
+folder as one table, with :func:`helpers.kit.bench.results.read_csvs`, the reader notebook 07 uses
 for committed runs (Colab installs only ``helpers``, so the reader lives there).
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers.bench.results import read_csvs
+from helpers.kit.bench.results import read_csvs
 
 # The CSV columns, in order (each documented in benchmarks/README.md, "Files and columns").
 COLUMNS = (

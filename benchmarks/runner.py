@@ -25,10 +25,10 @@ import torch
 from tqdm.auto import tqdm
 
 from benchmarks.contenders import DIRECT, NO_SDPA, PINNABLE, Case, make_step
-from helpers.bench import flops as fl
-from helpers.bench.live import device_name
-from helpers.bench.peaks import peak_tflops
-from helpers.bench.timing import median_seconds, peak_memory_bytes
+from helpers.kit.bench import flops as fl
+from helpers.kit.bench.peaks import peak_tflops
+from helpers.kit.bench.timing import median_seconds, peak_memory_bytes
+from helpers.kit.env import device_name
 
 OOM_MESSAGES = ("out of memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed")
 

@@ -1,7 +1,7 @@
 """Headline figures from a results table: speed-up, memory saved, fraction of the peak.
 
 The peak is the device's datasheet dense peak (the ``peak_tflops`` column, for the GPUs in
-``helpers.bench.peaks``); :func:`kernel_table` compares the attention kernels size by size.
+``helpers.kit.bench.peaks``); :func:`kernel_table` compares the attention kernels size by size.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 
 def scaled_dot_product_attention(
@@ -38,7 +38,7 @@ def scaled_dot_product_attention(
 
     q ``(..., T_q, d_k)``, k and v ``(..., T_k, d_k | d_v)`` -> ``(output, weights (..., T_q, T_k))``.
     """
-    validation.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
+    checks.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
     return explicit_attention(q, k, v, mask)
 
 
@@ -48,8 +48,8 @@ def sdpa(
     """``F.scaled_dot_product_attention`` that takes a mask and ``is_causal`` together, and
     gives zeros, never NaN, for a row with no allowed key. Notebook 07 introduces SDPA; notebook
     11's tensor-parallel workers call this helper."""
-    validation.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
-    validation.require_bool("is_causal", is_causal)
+    checks.check_attention(q, k, v, mask, Tensor, "torch.Tensor")
+    checks.require_bool("is_causal", is_causal)
     return fused_attention(q, k, v, mask, is_causal)
 
 

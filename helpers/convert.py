@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from helpers import numpy_attention, validation
+from helpers import numpy_attention
+from helpers.kit import checks
 from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
 
 
@@ -20,12 +21,12 @@ def torch_from_numpy(module: numpy_attention.MultiHeadAttention) -> MultiHeadAtt
 
     Each ``W`` is transposed into ``nn.Linear``'s layout; the dtype follows the NumPy weights.
     """
-    validation.require_array(
+    checks.require_array(
         "module", module, numpy_attention.MultiHeadAttention,
         "helpers.numpy_attention.MultiHeadAttention",
     )  # fmt: skip
     for name, param in module.params.items():
-        validation.require_floating(f"module.params[{name!r}]", param)
+        checks.require_floating(f"module.params[{name!r}]", param)
     new = MultiHeadAttention(module.d_model, module.num_heads, bias=module.bias)
     new = new.to(torch.from_numpy(module.params["W_q"]).dtype)
     layers = {"q": new.q_proj, "k": new.k_proj, "v": new.v_proj, "o": new.out_proj}
@@ -43,7 +44,7 @@ def fused_from_separate(module: MultiHeadAttention) -> FusedMultiHeadAttention:
     Rows ``0:D`` come from ``q_proj``, ``D:2D`` from ``k_proj``, ``2D:3D`` from ``v_proj``
     (notebook 06, section 4). Dtype and device follow the source module.
     """
-    validation.require_array(
+    checks.require_array(
         "module", module, MultiHeadAttention, "helpers.torch_attention.MultiHeadAttention"
     )
     bias = module.q_proj.bias is not None

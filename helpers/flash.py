@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from helpers import validation
+from helpers.kit import checks
 
 
 def online_softmax(x: np.ndarray, block: int = 4) -> np.ndarray:
@@ -31,11 +31,11 @@ def online_softmax(x: np.ndarray, block: int = 4) -> np.ndarray:
     two-pass stable softmax exactly (up to rounding). Same shape as ``x``.
     """
     x = np.asarray(x)
-    validation.require_floating("x", x)
+    checks.require_floating("x", x)
     if x.ndim == 0:
         raise ValueError("x must have at least one dimension (..., n), got a 0-d array")
-    validation.require_finite("x", x, allow_neg_inf=True)
-    block = validation.require_positive_int("block", block)
+    checks.require_finite("x", x, allow_neg_inf=True)
+    block = checks.require_positive_int("block", block)
     m = np.full(x.shape[:-1], -np.inf, dtype=x.dtype)  # running max
     total = np.zeros(x.shape[:-1], dtype=x.dtype)  # running sum of exp(x - m)
     for start in range(0, x.shape[-1], block):
@@ -88,7 +88,7 @@ def _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal):
         out, lse = _tiled_forward(q, k, v, block_q, block_k, is_causal)
     overflowed = ~np.isfinite(lse)  # every row sees key 0, so only an overflow gets here
     if overflowed.any():
-        validation.raise_scores_overflow(f"{overflowed.sum()} of {lse.size} query rows", q, k)
+        checks.raise_scores_overflow(f"{overflowed.sum()} of {lse.size} query rows", q, k)
     return out, lse
 
 
@@ -137,7 +137,7 @@ def weights_from_lse(
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
         s = q[..., index, :] @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     allowed = np.arange(k.shape[-2]) <= index[:, None] if is_causal else None
-    validation.require_finite_scores(s, allowed, q, k)
+    checks.require_finite_scores(s, allowed, q, k)
     if is_causal:
         s = np.where(allowed, s, -np.inf)
     finite = np.isfinite(lse[..., index])[..., None]
@@ -147,17 +147,17 @@ def weights_from_lse(
 def _check_rebuild(q, k, lse, rows, is_causal) -> np.ndarray:
     """q and k as for attention, lse ``(..., T_q)`` of their batch, rows a slice or index array
     of query rows; returns the rows picked, ``(n,)``."""
-    validation.check_attention(q, k, k, None, np.ndarray, "NumPy array")
-    validation.require_bool("is_causal", is_causal)
-    validation.require_array("lse", lse, np.ndarray, "NumPy array")
-    validation.require_floating("lse", lse)
-    validation.require_same_dtype(q=q, lse=lse)
+    checks.check_attention(q, k, k, None, np.ndarray, "NumPy array")
+    checks.require_bool("is_causal", is_causal)
+    checks.require_array("lse", lse, np.ndarray, "NumPy array")
+    checks.require_floating("lse", lse)
+    checks.require_same_dtype(q=q, lse=lse)
     want = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2])
     if lse.shape != want:
         raise ValueError(
             f"lse must have shape {want} for q {q.shape}, k {k.shape}, got {lse.shape}"
         )
-    validation.require_finite("lse", lse, allow_neg_inf=True)
+    checks.require_finite("lse", lse, allow_neg_inf=True)
     try:
         index = np.arange(q.shape[-2])[rows]
     except (IndexError, TypeError, ValueError):
@@ -186,7 +186,7 @@ def flash_backward_numpy(
     ``(block, block)`` tile of weights is rebuilt, used and dropped. q, k, v ``(T, d)``-style
     arrays with the same leading dimensions.
     """
-    _check_backward(q, k, v, out, lse, grad_out, block, is_causal)
+    checks.check_flash_backward(q, k, v, out, lse, grad_out, block, is_causal)
     scale = 1.0 / math.sqrt(q.shape[-1])
     dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
     delta = (grad_out * out).sum(axis=-1)  # (..., T_q): the row sums of dP * P
@@ -199,7 +199,7 @@ def flash_backward_numpy(
             with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
                 s = q[..., rows, :] @ np.swapaxes(k[..., j0 : j0 + block, :], -1, -2) * scale
             allowed = np.arange(j0, j0 + s.shape[-1]) <= rows[:, None] if is_causal else None
-            validation.require_finite_scores(s, allowed, q, k)
+            checks.require_finite_scores(s, allowed, q, k)
             if is_causal:
                 s = np.where(allowed, s, -np.inf)
             p = np.where(
@@ -215,32 +215,10 @@ def flash_backward_numpy(
 
 def _check(q, k, v, block_q, block_k, is_causal) -> None:
     """The entry checks of the public NumPy functions."""
-    validation.check_attention(q, k, v, None, np.ndarray, "NumPy array")
-    validation.require_positive_int("block_q", block_q)
-    validation.require_positive_int("block_k", block_k)
-    validation.require_bool("is_causal", is_causal)
-
-
-def _check_backward(q, k, v, out, lse, grad_out, block, is_causal) -> None:
-    """q, k, v as for the forward pass, with one batch shape; out, lse and grad_out to match."""
-    validation.check_attention(q, k, v, None, np.ndarray, "NumPy array")
-    validation.require_positive_int("block", block)
-    validation.require_bool("is_causal", is_causal)
-    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
-        raise ValueError(
-            f"q, k, v must have the same leading dimensions: q {q.shape}, k {k.shape}, v {v.shape}"
-        )
-    out_shape = (*q.shape[:-1], v.shape[-1])
-    for name, x, shape in (("out", out, out_shape), ("lse", lse, q.shape[:-1]),
-                           ("grad_out", grad_out, out_shape)):  # fmt: skip
-        validation.require_array(name, x, np.ndarray, "NumPy array")
-        if x.shape != shape:
-            raise ValueError(
-                f"{name} must have shape {shape} to match q {q.shape} and v {v.shape}, "
-                f"got shape {x.shape}"
-            )
-        validation.require_same_dtype(q=q, **{name: x})
-        validation.require_finite(name, x, allow_neg_inf=name == "lse")
+    checks.check_attention(q, k, v, None, np.ndarray, "NumPy array")
+    checks.require_positive_int("block_q", block_q)
+    checks.require_positive_int("block_k", block_k)
+    checks.require_bool("is_causal", is_causal)
 
 
 def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> Any:
@@ -260,8 +238,8 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
     """
     import torch
 
-    validation.check_attention(q, k, v, None, torch.Tensor, "torch.Tensor")
-    validation.require_bool("is_causal", is_causal)
+    checks.check_attention(q, k, v, None, torch.Tensor, "torch.Tensor")
+    checks.require_bool("is_causal", is_causal)
     if not q.ndim == k.ndim == v.ndim == 4 or k.shape[:2] != q.shape[:2] or v.shape != k.shape:
         raise ValueError(
             "q, k, v must be (B, h, T, d) with the same B, h and d (and k, v the same T): "

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from helpers import validation
 from helpers.attention_core import fused_attention
+from helpers.kit import checks
 from helpers.masks import causal_mask_lower_right
 from helpers.rope import apply_rope
 
@@ -48,16 +48,16 @@ class KVCache:
     def _explain(self) -> None:
         """Raise the error that says what is wrong (a NumPy integer start is fine)."""
         for name, x in (("keys", self.keys), ("values", self.values)):
-            validation.require_array(name, x, Tensor, "torch.Tensor")
-            validation.require_ndim(name, x, (4,), "(B, h_kv, T, d_k)")
+            checks.require_array(name, x, Tensor, "torch.Tensor")
+            checks.require_ndim(name, x, (4,), "(B, h_kv, T, d_k)")
         if self.keys.shape != self.values.shape:
             raise ValueError(
                 "keys and values must have one shape (B, h_kv, T, d_k): keys "
                 f"{tuple(self.keys.shape)}, values {tuple(self.values.shape)}"
             )
-        validation.require_same_dtype(keys=self.keys, values=self.values)
-        validation.require_same_device(keys=self.keys, values=self.values)
-        validation.require_non_negative_int("start", self.start)
+        checks.require_same_dtype(keys=self.keys, values=self.values)
+        checks.require_same_device(keys=self.keys, values=self.values)
+        checks.require_non_negative_int("start", self.start)
 
     @property
     def length(self) -> int:
@@ -78,7 +78,7 @@ def kv_cache_bytes(
     """
     sizes = dict(layers=layers, batch=batch, seq_len=seq_len, kv_heads=kv_heads, d_k=d_k,
                  bytes_per_value=bytes_per_value)  # fmt: skip
-    return 2 * math.prod(validation.require_positive_int(n, v) for n, v in sizes.items())
+    return 2 * math.prod(checks.require_positive_int(n, v) for n, v in sizes.items())
 
 
 class GroupedQueryAttention(nn.Module):
@@ -94,20 +94,20 @@ class GroupedQueryAttention(nn.Module):
         window: int | None = None,
     ) -> None:
         super().__init__()
-        d_model, num_heads = validation.check_sizes(d_model, num_heads, bias)
-        num_kv_heads = validation.require_positive_int("num_kv_heads", num_kv_heads)
+        d_model, num_heads = checks.check_sizes(d_model, num_heads, bias)
+        num_kv_heads = checks.require_positive_int("num_kv_heads", num_kv_heads)
         if num_heads % num_kv_heads:
             raise ValueError(
                 f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}: each KV head "
                 "serves the same number of query heads"
             )
-        validation.require_bool("rope", rope)
+        checks.require_bool("rope", rope)
         if rope and (d_model // num_heads) % 2:
             raise ValueError(
                 f"rope=True turns pairs of features: each head's width d_k = d_model / num_heads "
                 f"= {d_model} / {num_heads} = {d_model // num_heads} must be even"
             )
-        self.window = None if window is None else validation.require_positive_int("window", window)
+        self.window = None if window is None else checks.require_positive_int("window", window)
         self.num_heads, self.num_kv_heads, self.d_k = num_heads, num_kv_heads, d_model // num_heads
         self.rope = rope
         self.q_proj = nn.Linear(d_model, num_heads * self.d_k, bias=bias)  # D -> h d_k
@@ -147,11 +147,11 @@ class GroupedQueryAttention(nn.Module):
     def _check(self, x: Tensor, cache: KVCache | None) -> None:
         """x is ``(B, T_new, D)`` in the module's dtype; a cache matches it in B, dtype, h_kv,
         device (a :class:`KVCache` checked its values against its keys when it was made)."""
-        validation.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
+        checks.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
                                        self.q_proj.weight, names=("x",))  # fmt: skip
         if cache is None:
             return
-        validation.require_array("cache", cache, KVCache, "helpers.inference.KVCache")
+        checks.require_array("cache", cache, KVCache, "helpers.inference.KVCache")
         want = (x.shape[0], self.num_kv_heads, cache.keys.shape[-2], self.d_k)
         if tuple(cache.keys.shape) != want or cache.keys.dtype != x.dtype:
             raise ValueError(

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 LEVELS = 127  # int8 codes -127..127: symmetric, so 0 is exact and -128 is never used
 SCALE_BYTES = 2  # one float16 scale per separately scaled slice of a token
@@ -93,25 +93,25 @@ def _wide(device: torch.device) -> torch.dtype:
 
 def _check_int8(values: Any, scale: Any) -> None:
     """values an int8 tensor, scale a floating tensor that broadcasts to it, on one device."""
-    validation.require_array("values", values, Tensor, "torch.Tensor")
-    validation.require_array("scale", scale, Tensor, "torch.Tensor")
+    checks.require_array("values", values, Tensor, "torch.Tensor")
+    checks.require_array("scale", scale, Tensor, "torch.Tensor")
     if values.dtype != torch.int8:
         raise TypeError(f"values must be int8 codes, got dtype {values.dtype}, "
                         f"shape {tuple(values.shape)}")  # fmt: skip
-    validation.require_floating("scale", scale)
+    checks.require_floating("scale", scale)
     sizes = zip(scale.shape, values.shape, strict=False)  # read only where the ndims agree
     if scale.ndim != values.ndim or any(s not in (1, v) for s, v in sizes):
         raise ValueError(
             f"scale {tuple(scale.shape)} does not fit values {tuple(values.shape)}: one scale per "
             "slice, the same number of axes, each of size 1 or the values' size"
         )
-    validation.require_same_device(values=values, scale=scale)
+    checks.require_same_device(values=values, scale=scale)
 
 
 def _check_quantize(x: Any, dim: Any) -> int:
     """x a non-empty floating tensor, dim one of its axes (an int, a NumPy integer too)."""
-    validation.require_array("x", x, Tensor, "torch.Tensor")
-    validation.require_floating("x", x)
+    checks.require_array("x", x, Tensor, "torch.Tensor")
+    checks.require_floating("x", x)
     if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, numbers.Integral):
         raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
     if not -x.ndim <= dim < x.ndim:
@@ -135,14 +135,14 @@ def quantized_bytes_per_token(
     ``widths`` are the slices' numbers: a key and a value of d_k for each KV head, or MLA's
     latent and rope key. 8 bits is this module's int8; 4 bits packs two numbers a byte.
     """
-    if validation.require_positive_int("bits", bits) not in (8, 4):  # 8.0 is not a bit width
+    if checks.require_positive_int("bits", bits) not in (8, 4):  # 8.0 is not a bit width
         raise ValueError(f"bits must be 8 or 4, got {bits!r}")
     if isinstance(widths, (str, bytes)) or not isinstance(widths, Sequence):
         raise TypeError(f"widths must be a list of slice widths, e.g. [64, 64], got {widths!r}")
     if not widths:
         raise ValueError("widths must list at least one slice, got an empty list")
-    numbers = sum(validation.require_positive_int("width", w) for w in widths)
-    scale_bytes = validation.require_positive_int("scale_bytes", scale_bytes)
+    numbers = sum(checks.require_positive_int("width", w) for w in widths)
+    scale_bytes = checks.require_positive_int("scale_bytes", scale_bytes)
     return numbers * bits / 8 + scale_bytes * len(widths)
 
 
@@ -150,6 +150,6 @@ def int8_kv_bytes_per_token(num_kv_heads: int, d_k: int, scale_bytes: int = SCAL
     """Bytes one token adds to one layer's int8 cache with per-token scales:
     ``2 · h_kv · (d_k + scale_bytes)`` (keys and values, each head one byte per number and one
     scale)."""
-    num_kv_heads = validation.require_positive_int("num_kv_heads", num_kv_heads)
-    d_k = validation.require_positive_int("d_k", d_k)
+    num_kv_heads = checks.require_positive_int("num_kv_heads", num_kv_heads)
+    d_k = checks.require_positive_int("d_k", d_k)
     return int(quantized_bytes_per_token([d_k] * (2 * num_kv_heads), 8, scale_bytes))

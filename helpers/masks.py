@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from helpers import validation
+from helpers.kit import checks
 
 
 def causal_mask(T: int) -> np.ndarray:
@@ -29,7 +29,7 @@ def causal_mask(T: int) -> np.ndarray:
 
     Built in notebook 03, section 3 (The causal mask).
     """
-    T = validation.require_positive_int("T", T)
+    T = checks.require_positive_int("T", T)
     return np.tril(np.ones((T, T), dtype=bool))
 
 
@@ -40,15 +40,15 @@ def causal_mask_lower_right(T_q: int, T_k: int, window: int | None = None) -> np
     aligned bottom-right, as a KV cache needs; SDPA's ``is_causal`` aligns it top-left). With a
     ``window`` W it sees only the last W tokens, itself included (sliding-window attention).
     """
-    T_q = validation.require_positive_int("T_q", T_q)
-    T_k = validation.require_positive_int("T_k", T_k)
+    T_q = checks.require_positive_int("T_q", T_q)
+    T_k = checks.require_positive_int("T_k", T_k)
     if T_q > T_k:
         raise ValueError(f"T_q={T_q} new tokens cannot follow T_k={T_k} tokens in all: T_q <= T_k")
     query = np.arange(T_k - T_q, T_k)[:, None]  # each query's own position
     key = np.arange(T_k)[None, :]
     allowed = key <= query
     if window is not None:
-        allowed &= key > query - validation.require_positive_int("window", window)
+        allowed &= key > query - checks.require_positive_int("window", window)
     return allowed
 
 
@@ -58,7 +58,7 @@ def padding_mask(lengths: Any, T: int) -> np.ndarray:
     ``lengths`` holds B sequence lengths, each between 0 and T.
     Built in notebook 03, section 2 (The padding mask).
     """
-    T = validation.require_positive_int("T", T)
+    T = checks.require_positive_int("T", T)
     try:
         lengths = np.asarray(lengths)
     except ValueError:  # rows of different lengths: not one length per sequence
@@ -81,8 +81,8 @@ def key_mask(padding: Any) -> Any:
     The new axis broadcasts over the queries: every query sees the same real keys.
     Built in notebook 03, section 2 (The padding mask).
     """
-    validation.require_ndim("padding", padding, (2,), "(B, T_k)")
-    validation.require_bool_mask("padding", padding)
+    checks.require_ndim("padding", padding, (2,), "(B, T_k)")
+    checks.require_bool_mask("padding", padding)
     return padding[:, None, :]
 
 
@@ -95,7 +95,7 @@ def head_mask(mask: Any) -> Any:
     """
     if mask is None:
         return None
-    validation.require_bool_mask("mask", mask)
+    checks.require_bool_mask("mask", mask)
     return mask[:, None] if mask.ndim == 3 else mask
 
 
@@ -108,17 +108,17 @@ def combine(*masks: Any) -> Any:
     if not masks:
         raise ValueError("combine needs at least one mask, got none")
     for i, m in enumerate(masks):
-        validation.require_bool_mask(f"masks[{i}]", m)
+        checks.require_bool_mask(f"masks[{i}]", m)
     kinds = {type(m).__module__.split(".")[0] for m in masks}
     if len(kinds) > 1:
         listed = ", ".join(f"masks[{i}] {type(m).__name__}" for i, m in enumerate(masks))
         raise TypeError(f"masks must be all NumPy arrays or all torch tensors, got {listed}")
     if kinds == {"torch"}:
-        validation.require_same_device(**{f"masks[{i}]": m for i, m in enumerate(masks)})
+        checks.require_same_device(**{f"masks[{i}]": m for i, m in enumerate(masks)})
     try:
-        np.broadcast_shapes(*(validation.shape_of(m) for m in masks))
+        np.broadcast_shapes(*(checks.shape_of(m) for m in masks))
     except ValueError:
-        shapes = ", ".join(f"masks[{i}] {validation.shape_of(m)}" for i, m in enumerate(masks))
+        shapes = ", ".join(f"masks[{i}] {checks.shape_of(m)}" for i, m in enumerate(masks))
         raise ValueError(f"masks do not broadcast together: {shapes}") from None
     result = masks[0]
     for m in masks[1:]:
@@ -131,13 +131,13 @@ def to_block(mask: Any) -> Any:
 
     Built in notebook 03, section 5 (Mask conventions, and how to convert).
     """
-    validation.require_bool_mask("mask", mask)
+    checks.require_bool_mask("mask", mask)
     return ~mask
 
 
 def from_block(block: Any) -> Any:
     """True = ignore  ->  True = may attend (the course convention). Notebook 03, section 5."""
-    validation.require_bool_mask("block", block)
+    checks.require_bool_mask("block", block)
     return ~block
 
 
@@ -147,7 +147,7 @@ def to_additive(mask: Any, dtype: Any = None) -> Any:
     ``dtype`` is a floating dtype (default float64 for NumPy, float32 for torch): only a
     floating dtype can hold ``-inf``. Notebook 03, section 5.
     """
-    validation.require_bool_mask("mask", mask)
+    checks.require_bool_mask("mask", mask)
     if isinstance(mask, np.ndarray):
         try:
             dtype = np.dtype(np.float64 if dtype is None else dtype)
@@ -176,12 +176,12 @@ def from_additive(additive: Any, threshold: float = -1e4) -> Any:
     ``threshold`` must be a finite negative number. NaN says neither, and is refused.
     Notebook 03, section 6.
     """
-    validation.require_floating("additive", additive)
+    checks.require_floating("additive", additive)
     nan = additive != additive  # NumPy and torch alike
     if nan.any():
         raise ValueError(
             f"additive contains NaN at {int(nan.sum())} of {math.prod(nan.shape)} entries, "
-            f"shape {validation.shape_of(additive)}; an additive mask holds 0 where allowed "
+            f"shape {checks.shape_of(additive)}; an additive mask holds 0 where allowed "
             "and -inf (or a large negative number) where masked"
         )
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)):

@@ -34,8 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers import validation
 from helpers.attention_core import non_finite_keys, rows_attending
+from helpers.kit import checks
 from helpers.masks import causal_mask_lower_right
 from helpers.rope import apply_rope
 
@@ -73,7 +73,7 @@ def latent_cache_bytes(
     """
     sizes = dict(layers=layers, batch=batch, seq_len=seq_len, kv_latent_dim=kv_latent_dim,
                  rope_dim=rope_dim, bytes_per_value=bytes_per_value)  # fmt: skip
-    L, B, T, c, r, b = (validation.require_positive_int(n, v) for n, v in sizes.items())
+    L, B, T, c, r, b = (checks.require_positive_int(n, v) for n, v in sizes.items())
     return L * B * T * (c + r) * b
 
 
@@ -93,7 +93,7 @@ class MultiHeadLatentAttention(nn.Module):
         sizes = dict(d_model=d_model, num_heads=num_heads, kv_latent_dim=kv_latent_dim,
                      nope_dim=nope_dim, rope_dim=rope_dim, v_dim=v_dim)  # fmt: skip
         d_model, h, c, nope_dim, rope_dim, v_dim = (
-            validation.require_positive_int(name, value) for name, value in sizes.items()
+            checks.require_positive_int(name, value) for name, value in sizes.items()
         )
         if rope_dim % 2:
             raise ValueError(
@@ -220,7 +220,7 @@ class MultiHeadLatentAttention(nn.Module):
         """Causal weights ``(B, h, T, T)`` of x's tokens over each other, placed at positions
         ``start, start + 1, ...``: a shift of ``start`` changes no distance, so no weight."""
         self._check(x, None, False)
-        start = validation.require_non_negative_int("start", start)
+        start = checks.require_non_negative_int("start", start)
         positions = torch.arange(start, start + x.shape[1], device=x.device)
         q_nope, q_rope = self.queries(x, positions)
         cache = LatentCache(*self.latent_and_rope_key(x, positions))
@@ -231,17 +231,17 @@ class MultiHeadLatentAttention(nn.Module):
 
     def _check(self, x: Tensor, cache: LatentCache | None, absorb: bool) -> None:
         """x is ``(B, T_new, D)`` in the module's dtype and device; a cache fits x and the sizes."""
-        validation.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
+        checks.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
                                        self.q_proj.weight, names=("x",))  # fmt: skip
-        validation.require_bool("absorb", absorb)
+        checks.require_bool("absorb", absorb)
         if cache is None:
             return
-        validation.require_array("cache", cache, LatentCache, "helpers.mla.LatentCache")
+        checks.require_array("cache", cache, LatentCache, "helpers.mla.LatentCache")
         for name, part, width, layout in (
             ("latent", cache.latent, self.kv_latent_dim, "kv_latent_dim"),
             ("rope_key", cache.rope_key, self.rope_dim, "rope_dim"),
         ):
-            validation.require_array(f"cache.{name}", part, Tensor, "torch.Tensor")
+            checks.require_array(f"cache.{name}", part, Tensor, "torch.Tensor")
             want = (x.shape[0], cache.latent.shape[-2], width)
             if tuple(part.shape) != want or part.dtype != x.dtype or part.device != x.device:
                 raise ValueError(

@@ -9,7 +9,7 @@ since that is how a mask arrives), and so are finite inputs so large that a scor
 ``q k^T / sqrt(d_k)`` overflows (a ValueError, not a NaN row: its softmax cannot be computed).
 
 Besides attention itself, ``softmax_entropy`` measures how spread out a softmax's rows are
-(notebook 02). Each public function checks its arguments once (``helpers.validation``); the
+(notebook 02). Each public function checks its arguments once (``helpers.kit.checks``); the
 computations under them are the private ``_softmax``, ``_attention``, ``_split`` and
 ``_combine``.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers import validation
+from helpers.kit import checks
 from helpers.masks import head_mask
 
 
@@ -30,10 +30,10 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     Built in notebook 01, section 3 (Softmax: from scores to weights).
     """
     x = np.asarray(x)
-    validation.require_floating("x", x)
+    checks.require_floating("x", x)
     if x.size == 0:
         raise ValueError(f"x must not be empty, got shape {x.shape}")
-    validation.require_finite("x", x, allow_neg_inf=True)
+    checks.require_finite("x", x, allow_neg_inf=True)
     return _softmax(x, axis)
 
 
@@ -54,7 +54,7 @@ def softmax_entropy(weights: np.ndarray) -> np.ndarray:
     refused, not turned into a number. Used in notebook 02, section 3 (... and without scaling
     the softmax collapses) and by its explorer; exercise 2 of section 4 writes it.
     """
-    weights = validation.as_weights(weights, "(..., T_k)")
+    weights = checks.as_weights(weights, "(..., T_k)")
     logs = np.log(np.where(weights > 0, weights, 1.0))  # log 1 = 0 where p = 0
     return 0.0 - np.sum(weights * logs, axis=-1)  # 0.0 - 0.0 is 0.0, where -0.0 would print
 
@@ -67,7 +67,7 @@ def scaled_dot_product_attention(
     ``mask`` is boolean, True = may attend, broadcastable to ``(..., T_q, T_k)``.
     Built in notebook 02, section 4 (The full function); masks join in notebook 03.
     """
-    validation.check_attention(q, k, v, mask, np.ndarray, "NumPy array")
+    checks.check_attention(q, k, v, mask, np.ndarray, "NumPy array")
     return _attention(q, k, v, mask)
 
 
@@ -78,7 +78,7 @@ def _attention(
     # float(): a NumPy float64 scalar would promote float32 to float64 (NumPy 2 rules).
     with np.errstate(over="ignore"):  # an overflow is refused just below, by name
         scores = (q / float(np.sqrt(q.shape[-1]))) @ np.swapaxes(k, -1, -2)  # (..., T_q, T_k)
-    validation.require_finite_scores(scores, mask, q, k)
+    checks.require_finite_scores(scores, mask, q, k)
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
     weights = _softmax(scores, axis=-1)
@@ -90,7 +90,7 @@ def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:
 
     Built in notebook 04, section 3 (Vectorised: split, attend, combine, project).
     """
-    validation.check_split(x, num_heads, np.ndarray, "NumPy array")
+    checks.check_split(x, num_heads, np.ndarray, "NumPy array")
     return _split(x, int(num_heads))
 
 
@@ -104,8 +104,8 @@ def combine_heads(x: np.ndarray) -> np.ndarray:
 
     Built in notebook 04, section 3 (Vectorised: split, attend, combine, project).
     """
-    validation.require_array("x", x, np.ndarray, "NumPy array")
-    validation.require_ndim("x", x, (4,), "(B, h, T, d_k)")
+    checks.require_array("x", x, np.ndarray, "NumPy array")
+    checks.require_ndim("x", x, (4,), "(B, h, T, d_k)")
     return _combine(x)
 
 
@@ -124,8 +124,8 @@ class MultiHeadAttention:
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, seed: int = 0) -> None:
-        d_model, num_heads = validation.check_sizes(d_model, num_heads, bias)
-        seed = validation.require_non_negative_int("seed", seed)
+        d_model, num_heads = checks.check_sizes(d_model, num_heads, bias)
+        seed = checks.require_non_negative_int("seed", seed)
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         self.bias = bool(bias)
         rng = np.random.default_rng(seed)
@@ -155,7 +155,7 @@ class MultiHeadAttention:
         """Self-attention when key/value are omitted, cross-attention otherwise."""
         key = query if key is None else key
         value = key if value is None else value
-        validation.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads)
+        checks.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads)
         q = _split(self.project(query, "q"), self.num_heads)  # (B, h, T_q, d_k)
         k = _split(self.project(key, "k"), self.num_heads)  # (B, h, T_k, d_k)
         v = _split(self.project(value, "v"), self.num_heads)  # (B, h, T_k, d_k)

@@ -19,7 +19,7 @@ import copy
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 from helpers.parallel import rank_masks, spawn, tensor_parallel_shards
 from helpers.torch_attention import FusedMultiHeadAttention
 
@@ -55,7 +55,7 @@ def torch_tensor_parallel_forward(
     each rank as its own heads ``(B, h/n, T, T)``.
     """
     ordered = rank_ordered_copy(module, world_size)  # checks module and world_size
-    validation.check_module_inputs(x, x, x, mask, module.d_model, module.num_heads,
+    checks.check_module_inputs(x, x, x, mask, module.d_model, module.num_heads,
                                    module.out_proj.weight, names=("x",),
                                    is_causal=is_causal)  # fmt: skip
     sizes = (module.d_model, module.num_heads, module.qkv_proj.bias is not None)

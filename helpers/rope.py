@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 
 def apply_rope(
@@ -33,20 +33,20 @@ def apply_rope(
 
     d must be even. ``interleaved=False`` pairs (i, i + d/2), ``True`` pairs (2i, 2i + 1).
     """
-    validation.require_array("x", x, Tensor, "torch.Tensor")
-    validation.require_floating("x", x)
+    checks.require_array("x", x, Tensor, "torch.Tensor")
+    checks.require_floating("x", x)
     if x.ndim < 2 or x.shape[-1] % 2:
         raise ValueError(f"x must have shape (..., T, d) with d even, got shape {tuple(x.shape)}")
     _check_positions(positions, x.shape[-2], f", one per token of x {tuple(x.shape)}")
-    validation.require_same_device(x=x, positions=positions)
-    validation.require_bool("interleaved", interleaved)
+    checks.require_same_device(x=x, positions=positions)
+    checks.require_bool("interleaved", interleaved)
     return _rotate(x, positions, _check_base(base), interleaved)
 
 
 def rope_angles(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
     """The angle of every pair at every position, ``(T, d/2)``: ``position * base**(-2i/d)``."""
     _check_positions(positions)
-    d = validation.require_positive_int("d", d)
+    d = checks.require_positive_int("d", d)
     if d % 2:
         raise ValueError(f"d must be even: the features turn in pairs, got d={d}")
     return _angles(positions, d, _check_base(base))
@@ -61,8 +61,8 @@ def _angles(positions: Tensor, d: int, base: float) -> Tensor:
 def _check_positions(positions: Tensor, T: int | None = None, what: str = "") -> None:
     """Integer positions ``(T,)``, of the given T if there is one."""
     layout = "(T,)" if T is None else f"(T,) = ({T},)"
-    validation.require_array("positions", positions, Tensor, "torch.Tensor")
-    validation.require_integer_tensor("positions", positions, layout)
+    checks.require_array("positions", positions, Tensor, "torch.Tensor")
+    checks.require_integer_tensor("positions", positions, layout)
     if positions.ndim != 1 or (T is not None and positions.shape[0] != T):
         raise ValueError(
             f"positions must be integers of shape {layout}{what}; got {positions.dtype} of "
@@ -71,7 +71,7 @@ def _check_positions(positions: Tensor, T: int | None = None, what: str = "") ->
 
 
 def _check_base(base: float) -> float:
-    if validation.require_real("base", base) <= 1:
+    if checks.require_real("base", base) <= 1:
         raise ValueError(f"base must be a number greater than 1, got {base!r}")
     return float(base)
 

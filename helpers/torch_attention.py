@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers import validation
 from helpers.attention_core import explicit_attention, fused_attention
+from helpers.kit import checks
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
     """(B, T, D) -> (B, h, T, d_k), a view; notebook 05, section 2."""
-    validation.check_split(x, num_heads, Tensor, "torch.Tensor")
+    checks.check_split(x, num_heads, Tensor, "torch.Tensor")
     return _split(x, int(num_heads))
 
 
@@ -31,8 +31,8 @@ def combine_heads(x: Tensor) -> Tensor:
     explicit path and after SDPA on a CPU; CUDA's flash kernel returns its heads laid out token
     by token, and then the reshape is free (notebook 06, section 6).
     """
-    validation.require_array("x", x, Tensor, "torch.Tensor")
-    validation.require_ndim("x", x, (4,), "(B, h, T, d_k)")
+    checks.require_array("x", x, Tensor, "torch.Tensor")
+    checks.require_ndim("x", x, (4,), "(B, h, T, d_k)")
     return _combine(x)
 
 
@@ -58,7 +58,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:
         super().__init__()
-        d_model, num_heads = validation.check_sizes(d_model, num_heads, bias)
+        d_model, num_heads = checks.check_sizes(d_model, num_heads, bias)
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # weight (D, D) = (d_out, d_in)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -76,7 +76,7 @@ class MultiHeadAttention(nn.Module):
         """``(output (B, T_q, D), weights (B, h, T_q, T_k) or None)``; key/value default to query."""
         key = query if key is None else key
         value = key if value is None else value
-        validation.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads,
+        checks.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads,
                                        self.out_proj.weight, need_weights=need_weights)  # fmt: skip
         q = _split(self.q_proj(query), self.num_heads)  # (B, h, T_q, d_k)
         k = _split(self.k_proj(key), self.num_heads)  # (B, h, T_k, d_k)
@@ -96,7 +96,7 @@ class FusedMultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:
         super().__init__()
-        d_model, num_heads = validation.check_sizes(d_model, num_heads, bias)
+        d_model, num_heads = checks.check_sizes(d_model, num_heads, bias)
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # weight (3 D, D)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -124,7 +124,7 @@ class FusedMultiHeadAttention(nn.Module):
         """As :class:`MultiHeadAttention`, plus ``is_causal`` (aligned top-left, like SDPA)."""
         key = query if key is None else key
         value = key if value is None else value
-        validation.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads,
+        checks.check_module_inputs(query, key, value, mask, self.d_model, self.num_heads,
             self.out_proj.weight, need_weights=need_weights, is_causal=is_causal)  # fmt: skip
         q, k, v = self.project_qkv(query, key, value)  # 3 x (B, h, T, d_k)
         if need_weights:  # SDPA never forms the weights: write the core out
@@ -142,9 +142,7 @@ class FusedMultiHeadAttention(nn.Module):
         key/value widths, or extra keys (``add_bias_kv``, ``add_zero_attn``), computes something
         else and is refused. Dtype and device follow ``module``.
         """
-        validation.require_array(
-            "module", module, nn.MultiheadAttention, "torch.nn.MultiheadAttention"
-        )
+        checks.require_array("module", module, nn.MultiheadAttention, "torch.nn.MultiheadAttention")
         if module.in_proj_weight is None:
             raise ValueError(
                 "module uses separate q/k/v projections (kdim or vdim differ from embed_dim); "

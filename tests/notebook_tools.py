@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 
-from helpers import exercises
+from helpers.kit import exercises
 
 SOLUTION_BLOCK = re.compile(
     r"<details>\s*<summary>[^<]*[Ss]olution[^<]*</summary>.*?```python\n(.*?)```.*?</details>",

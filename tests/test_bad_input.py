@@ -15,24 +15,23 @@ import pytest
 import torch
 
 from helpers import attention_core as core
-from helpers import convert, data, flash, inference, masks, parallel, plots, rope, validation
+from helpers import convert, counts, flash, inference, masks, parallel, rope
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
-from helpers.induction import data as induction_data
-from helpers.induction import scores as induction_scores
-from helpers.induction import training as induction_training
-from helpers.widgets import (
-    decoding,
-    first_look,
-    fused_layout,
-    heads,
-    kernel_memory,
-    masking,
-    parallel_layout,
-    scaling,
-    tiling,
-    training,
-)
+from helpers.kit import checks, data, plots
+from helpers.lessons.nb00 import explorers as first_look
+from helpers.lessons.nb02 import explorers as scaling
+from helpers.lessons.nb03 import explorers as masking
+from helpers.lessons.nb04 import explorers as heads
+from helpers.lessons.nb05 import explorers as training
+from helpers.lessons.nb06 import explorers as fused_layout
+from helpers.lessons.nb07 import explorers as kernel_memory
+from helpers.lessons.nb08 import explorers as decoding
+from helpers.lessons.nb09 import explorers as tiling
+from helpers.lessons.nb10 import data as induction_data
+from helpers.lessons.nb10 import scores as induction_scores
+from helpers.lessons.nb10 import training as induction_training
+from helpers.lessons.nb11 import explorers as parallel_layout
 
 
 def qkv(t_q: int = 3, t_k: int = 4, d_k: int = 5, d_v: int = 6, dtype=np.float64):
@@ -565,7 +564,7 @@ PROBED = [
     ),
     case(
         "divisibility_by_zero_heads_is_a_value_error",
-        lambda: validation.require_divisible(8, 0),
+        lambda: checks.require_divisible(8, 0),
         ValueError,
         "d_model=8 is not divisible by num_heads=0",
     ),
@@ -1213,19 +1212,19 @@ LESSON_08 = [
         for name, call, flag, shown in [
             (
                 "step_flops_cached_no",
-                lambda: decoding.step_flops(4, 16, 4, cached="no"),
+                lambda: counts.step_flops(4, 16, 4, cached="no"),
                 "cached",
                 "str 'no'",
             ),
             (
                 "step_flops_cached_0",
-                lambda: decoding.step_flops(4, 16, 4, cached=0),
+                lambda: counts.step_flops(4, 16, 4, cached=0),
                 "cached",
                 "int 0",
             ),
             (
                 "step_bytes_cached_none",
-                lambda: decoding.step_bytes(4, 16, 4, cached=None),
+                lambda: counts.step_bytes(4, 16, 4, cached=None),
                 "cached",
                 "NoneType None",
             ),
@@ -1254,7 +1253,7 @@ LESSON_08 = [
     *(
         case(
             f"roofline_seconds_refuses_what_is_no_count_or_rate-{name}",
-            lambda args=args: decoding.roofline_seconds(*args),
+            lambda args=args: counts.roofline_seconds(*args),
             ValueError,
             message,
         )
@@ -1636,12 +1635,12 @@ def test_bad_input_to_the_later_lessons_gets_a_clear_error(call, error, fragment
 
 
 def validation_calls(call) -> int:
-    """How many function calls (frames) land in helpers/validation.py while ``call`` runs."""
+    """How many function calls (frames) land in helpers/kit/checks.py while ``call`` runs."""
     count = 0
 
     def profile(frame, event, arg):
         nonlocal count
-        if event == "call" and frame.f_code.co_filename.endswith("helpers/validation.py"):
+        if event == "call" and frame.f_code.co_filename.endswith("helpers/kit/checks.py"):
             count += 1
 
     sys.setprofile(profile)
@@ -1686,13 +1685,14 @@ def _tiny_lm():
 
 
 def _serving_cases():
+    from helpers.serving.workload import reserved_tokens
+
+    from helpers.lessons.nb12 import explorers as pool
     from helpers.serving import BlockAllocator, PagedKVCache, Request, paged_attention, serve
     from helpers.serving.engine import feed
     from helpers.serving.model import CachedLM, generate
     from helpers.serving.speculative import acceptance_probability, speculative_decode
     from helpers.serving.split_kv import merge_partials, partial_attention
-    from helpers.serving.workload import reserved_tokens
-    from helpers.widgets import serving as pool
 
     q, cache, tables, lens = (
         torch.zeros(2, 4, 8),
@@ -1774,7 +1774,7 @@ _QB = torch.randn(1, 1, 4, 2, generator=torch.Generator().manual_seed(0))  # (B,
 
 
 def _reverse_model():
-    from helpers import reverse_task
+    from helpers.lessons.nb05 import task as reverse_task
 
     return (
         reverse_task,
@@ -1842,7 +1842,7 @@ CORES_HARDENING = [
     ),
     case(
         "the_setup_cell_names_a_seed_numpy_cannot_take",
-        lambda: __import__("helpers.env").env.seed_everything(2**32),
+        lambda: __import__("helpers.kit.env").env.seed_everything(2**32),
         ValueError,
         "seed must be below 2**32, got 4294967296",
     ),
@@ -1886,7 +1886,7 @@ CORES_HARDENING = [
                 "make_model_of_no_task",
                 lambda: _reverse_model()[0].make_model("abc"),
                 TypeError,
-                "task must be a helpers.reverse_task.ReverseTask, got str",
+                "task must be a helpers.lessons.nb05.task.ReverseTask, got str",
             ),
             (
                 "make_model_of_a_negative_seed",

@@ -1,4 +1,4 @@
-"""helpers.bench, what the lessons measure with: FLOP counts, timing, working memory, notebook
+"""helpers.kit.bench, what the lessons measure with: FLOP counts, timing, working memory, notebook
 07's live benchmark, its picture, and the loader of committed GPU runs."""
 
 from __future__ import annotations
@@ -17,18 +17,19 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.results import load_results
-from helpers.bench import (
+from helpers.kit.bench import (
     attention_flops,
     busy,
-    live,
     median_seconds,
     peak_memory_bytes,
     projection_flops,
     tflops_per_second,
 )
-from helpers.bench.live import LAYERS, device_name, layer_call, time_layers
-from helpers.bench.plots import plot_timings
-from helpers.bench.results import load_gpu_runs
+from helpers.kit.bench.plots import plot_timings
+from helpers.kit.bench.results import load_gpu_runs
+from helpers.kit.env import device_name
+from helpers.lessons.nb07 import live
+from helpers.lessons.nb07.live import LAYERS, layer_call, time_layers
 
 CPU = torch.device("cpu")
 
@@ -290,7 +291,7 @@ def test_no_results_folder_means_no_runs(tmp_path):
     assert load_gpu_runs(tmp_path / "benchmarks" / "results") == []
 
 
-# --- timings that say when the machine was busy (helpers.bench.busy) ---------------------------
+# --- timings that say when the machine was busy (helpers.kit.bench.busy) ---------------------------
 
 
 def _meter(monkeypatch, samples, own_seconds):

@@ -20,7 +20,7 @@ from benchmarks.report import environment_report
 from benchmarks.results import COLUMNS
 from benchmarks.runner import BenchConfig, is_out_of_memory, run
 from benchmarks.summary import best_peak_fraction, speedup
-from helpers.bench import attention_flops
+from helpers.kit.bench import attention_flops
 
 CPU = torch.device("cpu")
 

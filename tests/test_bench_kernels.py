@@ -17,7 +17,7 @@ from benchmarks.__main__ import PRESETS, _parser, build_config, main
 from benchmarks.contenders import DIRECT, Case, make_step
 from benchmarks.runner import BenchConfig, run
 from benchmarks.summary import kernel_table
-from helpers.bench.flops import attention_flops
+from helpers.kit.bench.flops import attention_flops
 
 CPU = torch.device("cpu")
 needs_triton = pytest.mark.skipif(

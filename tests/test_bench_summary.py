@@ -1,4 +1,4 @@
-"""The measured matmul ceiling (helpers.bench.ceiling), and the benchmark command's headline
+"""The measured matmul ceiling (helpers.kit.bench.ceiling), and the benchmark command's headline
 figures (benchmarks.summary: speed-up, memory saved)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from benchmarks.summary import headline, memory_saving
-from helpers.bench import ceiling as ceiling_module
-from helpers.bench.ceiling import matmul_flops, measured_matmul_tflops
+from helpers.kit.bench import ceiling as ceiling_module
+from helpers.kit.bench.ceiling import matmul_flops, measured_matmul_tflops
 
 CPU = torch.device("cpu")
 

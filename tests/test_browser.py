@@ -193,7 +193,7 @@ def test_notebook_runs_in_jupyterlab_and_its_explorer_responds(lab, browser, pat
             found = page.locator(f"{CURRENT} .jp-OutputArea-output .jupyter-widgets").count()
             pytest.fail(
                 f"{path.name} shows no explorer (controls above a picture, made with "
-                f"helpers.widgets.explore); it shows {found} other widget views"
+                f"helpers.kit.explorer.explore); it shows {found} other widget views"
             )
         explorer = page.locator(CURRENT).locator(EXPLORER).first
         explorer.scroll_into_view_if_needed()

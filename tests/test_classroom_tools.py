@@ -20,7 +20,7 @@ from classroom_tools import leaked, released_source, solution_code
 from conftest import NOTEBOOKS, ROOT
 from notebook_tools import number
 
-from helpers import exercises as registry
+from helpers.kit import exercises as registry
 from tools import nbgrader_course, student
 from tools.exercise_cells import SOLUTION_START, build, find_exercises, read
 

@@ -116,7 +116,7 @@ PROBE = textwrap.dedent(
     """
     import gc, json, sys, warnings
     import helpers, ipywidgets
-    from helpers.widgets import Explorer
+    from helpers.kit.explorer import Explorer
 
     def other_values(control):
         if hasattr(control, "index") and hasattr(control, "options"):  # Dropdown, ToggleButtons

@@ -10,7 +10,7 @@ import pytest
 from conftest import NOTEBOOKS
 from notebook_tools import number, read, solutions
 
-from helpers import exercises
+from helpers.kit import exercises
 from helpers.numpy_attention import scaled_dot_product_attention, softmax
 
 

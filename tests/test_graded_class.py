@@ -30,7 +30,7 @@ from classroom_tools import leaked, released_source
 from conftest import NOTEBOOKS, ROOT
 from venv_tools import cached_venv, kernel_folder, run
 
-from helpers import exercises as registry
+from helpers.kit import exercises as registry
 from tools import nbgrader_course
 from tools.exercise_cells import STUB_LINE, find_exercises, read
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
-from helpers.widgets import explore
-from helpers.widgets.first_look import fox_caption, render_sharpness, sharpness_weights
+from helpers.kit.explorer import explore
+from helpers.lessons.nb00.explorers import fox_caption, render_sharpness, sharpness_weights
 
 
 def test_sharpness_zero_spreads_attention_evenly():

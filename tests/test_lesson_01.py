@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 from notebook_tools import verdict
 
-from helpers import exercises
-from helpers.data import toy_sentence
-from helpers.numpy_attention import softmax
-from helpers.widgets import explore
-from helpers.widgets.one_query import (
+from helpers.kit import exercises
+from helpers.kit.data import toy_sentence
+from helpers.kit.explorer import explore
+from helpers.lessons.nb01.explorers import (
     MAX_SCALE,
     WINNER,
     favourite,
@@ -22,6 +21,7 @@ from helpers.widgets.one_query import (
     one_query_attention,
     render_one_query,
 )
+from helpers.numpy_attention import softmax
 
 
 def _attend_by_hand(query: str, scale: float):

@@ -11,17 +11,17 @@ from conftest import NOTEBOOKS
 from matplotlib.figure import Figure
 from notebook_tools import code_cells, read, verdict
 
-from helpers import exercises
-from helpers.numpy_attention import scaled_dot_product_attention, softmax, softmax_entropy
-from helpers.plots import tied_for_largest
-from helpers.widgets import explore
-from helpers.widgets.scaling import (
+from helpers.kit import exercises
+from helpers.kit.explorer import explore
+from helpers.kit.plots import tied_for_largest
+from helpers.lessons.nb02.explorers import (
     LENGTH,
     MAX_D_K,
     random_queries_and_keys,
     render_scaling,
     scaling_weights,
 )
+from helpers.numpy_attention import scaled_dot_product_attention, softmax, softmax_entropy
 
 # --- softmax_entropy -------------------------------------------------------------------------
 

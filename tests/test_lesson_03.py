@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 from notebook_tools import verdict
 
-from helpers.exercises import check
-from helpers.masks import causal_mask, padding_mask
-from helpers.numpy_attention import softmax
-from helpers.widgets import explore
-from helpers.widgets.masking import (
+from helpers.kit.exercises import check
+from helpers.kit.explorer import explore
+from helpers.lessons.nb03.explorers import (
     MASK_TYPES,
     PAD,
     build_mask,
     padded_batch,
     render_masked_heatmap,
 )
+from helpers.masks import causal_mask, padding_mask
+from helpers.numpy_attention import softmax
 
 
 def test_padded_batch_pads_with_zero_vectors_after_the_real_tokens():

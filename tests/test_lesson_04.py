@@ -10,16 +10,16 @@ import pytest
 from notebook_tools import verdict
 from plot_tools import grid_tiles
 
-from helpers import exercises
-from helpers.data import random_batch
+from helpers.kit import exercises
+from helpers.kit.data import random_batch
+from helpers.kit.explorer import explore
+from helpers.lessons.nb04.explorers import D_MODEL, make_model, render_heads, shape_trace
 from helpers.numpy_attention import (
     MultiHeadAttention,
     combine_heads,
     scaled_dot_product_attention,
     split_heads,
 )
-from helpers.widgets import explore
-from helpers.widgets.heads import D_MODEL, make_model, render_heads, shape_trace
 
 
 def test_make_model_uses_the_same_weights_for_every_number_of_heads():

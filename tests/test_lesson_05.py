@@ -14,11 +14,11 @@ import torch
 from notebook_tools import verdict
 from torch import nn
 
-from helpers import exercises
+from helpers.kit import exercises
+from helpers.kit.explorer import explore
+from helpers.lessons.nb05.explorers import render_head_browser, strongest_keys
+from helpers.lessons.nb05.task import ReverseTask, attention_maps, evaluate, make_model, train
 from helpers.masks import causal_mask, padding_mask, to_block
-from helpers.reverse_task import ReverseTask, attention_maps, evaluate, make_model, train
-from helpers.widgets import explore
-from helpers.widgets.training import render_head_browser, strongest_keys
 
 
 def test_every_exercise_of_notebook_05_rejects_a_stub(capsys):

@@ -22,13 +22,14 @@ from conftest import ROOT
 from notebook_tools import code_cells, read, verdict
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from helpers import bench, exercises
-from helpers.bench import attention_flops
-from helpers.bench import ceiling as bench_ceiling
-from helpers.bench.live import time_layers
-from helpers.bench.peaks import find_peak
-from helpers.bench.results import load_gpu_runs
-from helpers.widgets import explore, kernel_memory
+from helpers.kit import bench, exercises
+from helpers.kit.bench import attention_flops
+from helpers.kit.bench import ceiling as bench_ceiling
+from helpers.kit.bench.peaks import find_peak
+from helpers.kit.bench.results import load_gpu_runs
+from helpers.kit.explorer import explore
+from helpers.lessons.nb07 import explorers as kernel_memory
+from helpers.lessons.nb07.live import time_layers
 
 CPU = torch.device("cpu")
 

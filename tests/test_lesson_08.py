@@ -19,13 +19,15 @@ from hypothesis import strategies as st
 from notebook_tools import verdict
 
 from helpers import attention_core as core
-from helpers import exercises, masks
+from helpers import counts, masks
 from helpers import torch_attention as ta
-from helpers.bench.flops import attention_flops, projection_flops
-from helpers.bench.peaks import BANDWIDTH_GB_S, find_peak
 from helpers.inference import GroupedQueryAttention, KVCache, kv_cache_bytes
+from helpers.kit import exercises
+from helpers.kit.bench.flops import attention_flops, projection_flops
+from helpers.kit.bench.peaks import BANDWIDTH_GB_S, find_peak
+from helpers.kit.explorer import explore
+from helpers.lessons.nb08 import explorers as decoding
 from helpers.rope import apply_rope
-from helpers.widgets import decoding, explore
 
 D_MODEL, HEADS, B, T = 16, 4, 2, 9
 TOL = {torch.float64: 1e-10, torch.float32: 1e-5}
@@ -452,18 +454,18 @@ def test_each_check_of_notebook_08s_exercises_catches_its_own_mistake(
 @pytest.mark.parametrize("T", [1, 7, 256, 4096])
 @pytest.mark.parametrize(("d_model", "heads"), [(64, 4), (4096, 32)])
 def test_uncached_step_flops_are_notebook_07s_projections_and_full_square(T, d_model, heads):
-    count = decoding.step_flops(T, d_model, heads, cached=False)
+    count = counts.step_flops(T, d_model, heads, cached=False)
     assert count == projection_flops(1, T, d_model) + attention_flops(1, heads, T, d_model // heads)
 
 
 @pytest.mark.parametrize("kv_heads", [8, 2, 1])
 def test_recomputing_does_exactly_t_times_the_cached_steps_flops(kv_heads):
     for T in (1, 5, 512):
-        cached = decoding.step_flops(T, 64, 8, kv_heads, cached=True)
-        assert decoding.step_flops(T, 64, 8, kv_heads, cached=False) == T * cached
+        cached = counts.step_flops(T, 64, 8, kv_heads, cached=True)
+        assert counts.step_flops(T, 64, 8, kv_heads, cached=False) == T * cached
     # one token: its four projections (q, out: D x D; k, v: D x h_kv d_k), then 4 h T d_k
     assert (
-        decoding.step_flops(3, 64, 8, kv_heads)
+        counts.step_flops(3, 64, 8, kv_heads)
         == 2 * (2 * 64 * 64 + 2 * 64 * kv_heads * 8) + 4 * 8 * 3 * 8
     )
 
@@ -472,15 +474,15 @@ def test_step_bytes_counts_weights_tokens_and_the_cache_once():
     D, h, h_kv, T = 64, 8, 2, 100
     weights = 2 * D * D + 2 * D * h_kv * 8
     kv = 2 * T * h_kv * 8
-    assert decoding.step_bytes(T, D, h, h_kv, 2, cached=True) == 2 * (weights + 2 * D + kv)
-    assert decoding.step_bytes(T, D, h, h_kv, 4, cached=False) == 4 * (weights + 2 * T * D + kv)
+    assert counts.step_bytes(T, D, h, h_kv, 2, cached=True) == 2 * (weights + 2 * D + kv)
+    assert counts.step_bytes(T, D, h, h_kv, 4, cached=False) == 4 * (weights + 2 * T * D + kv)
 
 
 def test_roofline_takes_the_slower_of_arithmetic_and_memory():
-    assert decoding.roofline_seconds(2e12, 1e9, tflops=1.0, gb_per_s=1.0) == 2.0  # FLOPs win
-    assert decoding.roofline_seconds(1e12, 3e9, tflops=1.0, gb_per_s=1.0) == 3.0  # bytes win
+    assert counts.roofline_seconds(2e12, 1e9, tflops=1.0, gb_per_s=1.0) == 2.0  # FLOPs win
+    assert counts.roofline_seconds(1e12, 3e9, tflops=1.0, gb_per_s=1.0) == 3.0  # bytes win
     with pytest.raises(ValueError, match="must be positive"):
-        decoding.roofline_seconds(1.0, 1.0, tflops=0.0, gb_per_s=1.0)
+        counts.roofline_seconds(1.0, 1.0, tflops=0.0, gb_per_s=1.0)
 
 
 def test_every_bandwidth_belongs_to_a_gpu_with_a_peak_in_notebook_07s_table():
@@ -495,8 +497,8 @@ def test_on_a_gpu_the_cached_step_is_bandwidth_bound_and_recomputing_compute_bou
     device_name, gb_per_s = BANDWIDTH_GB_S["H100 SXM"]
     balance = find_peak(device_name).tflops["bfloat16"] * 1e12 / (gb_per_s * 1e9)
     for T in (512, 2048, 8192):
-        cached = decoding.step_flops(T, *shape) / decoding.step_bytes(T, *shape, 2)
-        full = decoding.step_flops(T, *shape, cached=False) / decoding.step_bytes(
+        cached = counts.step_flops(T, *shape) / counts.step_bytes(T, *shape, 2)
+        full = counts.step_flops(T, *shape, cached=False) / counts.step_bytes(
             T, *shape, 2, cached=False
         )
         assert cached < 2 < balance < full

@@ -16,9 +16,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import exercises, flash, masks
+from helpers import flash, masks
 from helpers import numpy_attention as npa
-from helpers.widgets import explore, tiling
+from helpers.kit import exercises
+from helpers.kit.explorer import explore
+from helpers.lessons.nb09 import explorers as tiling
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 

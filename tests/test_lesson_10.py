@@ -22,10 +22,12 @@ import pytest
 import torch
 from notebook_tools import verdict
 
-from helpers import exercises
-from helpers.induction import data, scores, training
-from helpers.induction.model import AttentionOnlyTransformer
-from helpers.widgets import RENDER_RC, explore, figure_to_png, heads_trained
+from helpers.kit import exercises
+from helpers.kit.explorer import RENDER_RC, explore, figure_to_png
+from helpers.lessons.nb10 import checkers as nb10_checkers
+from helpers.lessons.nb10 import data, scores, training
+from helpers.lessons.nb10 import explorers as heads_trained
+from helpers.lessons.nb10.model import AttentionOnlyTransformer
 
 HALF, VOCAB = 8, 20
 
@@ -281,7 +283,7 @@ def test_notebook_10_exercises_reject_plausible_wrong_answers(name, mistake):
 
 def test_an_ablation_that_edits_the_original_is_caught_and_leaves_the_checkers_model_whole():
     assert verdict("ablate_head", WRONG["ablate_head"]["edits_the_original"]) == "failed"
-    model, tokens = exercises.nb10._trained_and_tokens()
+    model, tokens = nb10_checkers._trained_and_tokens()
     with torch.no_grad():
         assert torch.equal(model(tokens)[0], training.load_trained()(tokens)[0]), (
             "a learner's mistake damaged the checker's model"

@@ -23,9 +23,12 @@ import torch.nn.functional as F
 from conftest import ROOT
 from notebook_tools import verdict
 
-from helpers import exercises, masks, parallel, parallel_api, parallel_demo
+from helpers import masks, parallel, parallel_api
 from helpers import torch_attention as ta
-from helpers.widgets import explore, parallel_layout
+from helpers.kit import exercises
+from helpers.kit.explorer import explore
+from helpers.lessons.nb11 import demo as parallel_demo
+from helpers.lessons.nb11 import explorers as parallel_layout
 
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5}
 

@@ -24,8 +24,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from notebook_tools import verdict
 
-from helpers import exercises
-from helpers.env import single_thread
+from helpers.kit import exercises
+from helpers.kit.env import single_thread
+from helpers.kit.explorer import explore
+from helpers.lessons.nb12 import explorers as pictures
+from helpers.lessons.nb12.task import SUCCESSOR, phrase_sequences
+from helpers.lessons.nb12.workload import request_lengths, request_mix, reserved_tokens
 from helpers.serving import (
     BlockAllocator,
     PagedKVCache,
@@ -46,10 +50,6 @@ from helpers.serving.speculative import (
     step_distribution,
 )
 from helpers.serving.split_kv import decode_work_units, merge_partials, sm_busy_fraction
-from helpers.serving.task import SUCCESSOR, phrase_sequences
-from helpers.serving.workload import request_lengths, request_mix, reserved_tokens
-from helpers.widgets import explore
-from helpers.widgets import serving as pictures
 
 FAST = settings(max_examples=25, deadline=None, derandomize=True)
 SLOW = settings(max_examples=12, deadline=None, derandomize=True)

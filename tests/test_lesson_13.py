@@ -20,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from notebook_tools import verdict
 
-from helpers import exercises
-from helpers import mla_counts as mc
+from helpers import counts as mc
 from helpers.inference import GroupedQueryAttention, KVCache, kv_cache_bytes
+from helpers.kit import exercises
+from helpers.kit.explorer import explore
 from helpers.kv_quant import (
     SCALE_BYTES,
     Int8Tensor,
@@ -30,10 +31,9 @@ from helpers.kv_quant import (
     quantize_int8,
     quantized_bytes_per_token,
 )
+from helpers.lessons.nb13 import explorers as lc
 from helpers.mla import LatentCache, MultiHeadLatentAttention, latent_cache_bytes
 from helpers.rope import apply_rope
-from helpers.widgets import explore
-from helpers.widgets import latent_cache as lc
 
 SIZES = dict(d_model=24, num_heads=4, kv_latent_dim=10, nope_dim=6, rope_dim=4, v_dim=5)
 B, T = 2, 9
@@ -518,9 +518,9 @@ BAD = {
         ("absorb_as_text", lambda: mc.mla_step_flops(mc.DEEPSEEK_V2, 10, "yes"), TypeError,
          "absorb must be True or False, got str 'yes'"),
         ("a_shape_by_name", lambda: mc.mla_step_flops("v2", 10, True), TypeError,
-         "shape must be a helpers.mla_counts.MLAShape, got str"),
+         "shape must be a helpers.counts.MLAShape, got str"),
         ("no_shape", lambda: mc.flops_per_cached_token(None, "gqa"), TypeError,
-         "shape must be a helpers.mla_counts.MLAShape, got NoneType"),
+         "shape must be a helpers.counts.MLAShape, got NoneType"),
         ("a_variant_in_a_list", lambda: mc.flops_per_cached_token(mc.DEEPSEEK_V2, ["gqa"]),
          ValueError, r"variant must be one of \('gqa', .*got \['gqa'\]"),
         ("a_float_model_width", lambda: mc.MLAShape(5120.0, 128, 512, 128, 64, 128, 60),

@@ -195,7 +195,7 @@ def test_helpers_come_from_the_installed_package(report, package_python):
 
 
 def module_name(path: Path) -> str:
-    """``helpers/widgets/__init__.py`` -> ``helpers.widgets``."""
+    """``helpers/kit/bench/__init__.py`` -> ``helpers.kit.bench``."""
     parts = path.with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -217,14 +217,14 @@ def test_notebook_imports_are_found_in_code_cells_and_solutions(tmp_path):
         nbformat.v4.new_code_cell("import numpy as np\n\ndef f():\n    from helpers import masks"),
         nbformat.v4.new_markdown_cell(
             "<details><summary>Solution</summary>\n\n```python\n"
-            "from helpers.exercises import check\n```\n</details>"
+            "from helpers.kit.exercises import check\n```\n</details>"
         ),
     ]
     path = tmp_path / "nb.ipynb"
     nbformat.write(nb, path)
     assert notebook_imports([path]) == [
         "from helpers import masks",
-        "from helpers.exercises import check",
+        "from helpers.kit.exercises import check",
         "import numpy as np",
     ]
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from helpers.bench import peaks
-from helpers.bench.peaks import PEAKS, find_peak, peak_tflops
+from helpers.kit.bench import peaks
+from helpers.kit.bench.peaks import PEAKS, find_peak, peak_tflops
 
 # What torch.cuda.get_device_name prints on each card, and the row it must find (None: no row).
 DEVICE_NAMES = [
@@ -95,7 +95,7 @@ def _source_line(label: str) -> str:
         names = bullet.split(":", 1)[0]
         if label in [n.strip() for n in re.split(r",|\(", names)]:
             return bullet
-    raise AssertionError(f"no source bullet in helpers.bench.peaks' docstring for {label!r}")
+    raise AssertionError(f"no source bullet in helpers.kit.bench.peaks' docstring for {label!r}")
 
 
 @pytest.mark.parametrize("row", PEAKS, ids=lambda row: row.label)

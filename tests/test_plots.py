@@ -1,4 +1,4 @@
-"""helpers.plots: the one-head heatmap and the head grid keep the course's heatmap conventions
+"""helpers.kit.plots: the one-head heatmap and the head grid keep the course's heatmap conventions
 (viridis, fixed 0..1, token labels, values written only when small), show the right numbers, and
 look exactly as they did when seaborn drew them."""
 
@@ -13,8 +13,8 @@ import seaborn as sns
 import torch
 from plot_tools import grid_canvas, grid_tiles
 
-from helpers import plots
-from helpers.plots import (
+from helpers.kit import plots
+from helpers.kit.plots import (
     ANNOTATE_CELLS_UP_TO,
     CMAP,
     GRID_LABELS_UP_TO,

@@ -13,7 +13,7 @@ import pytest
 from conftest import NOTEBOOKS
 from notebook_tools import read
 
-from helpers.bench import busy
+from helpers.kit.bench import busy
 from tools import course, machine_load, run_notebooks
 
 BY_NUMBER = {path.name[:2]: path for path in NOTEBOOKS}
@@ -96,7 +96,7 @@ def test_force_writes_it_from_a_busy_machine_with_a_warning(tmp_path, capsys):
 
 
 class RecordingRunner(FakeRunner):
-    """Stands in for a kernel whose timing cell reports its figures (helpers.bench.busy)."""
+    """Stands in for a kernel whose timing cell reports its figures (helpers.kit.bench.busy)."""
 
     def __call__(self, nb, path):
         with open(os.environ[busy.RECORD_ENV], "a", encoding="utf-8") as out:

@@ -17,8 +17,8 @@ import PIL.Image
 import pytest
 
 from benchmarks.redraw import cases
-from helpers.env import FIGURE_DPI
-from helpers.widgets import explore, figure_to_png
+from helpers.kit.env import FIGURE_DPI
+from helpers.kit.explorer import explore, figure_to_png
 from tools.syllabus import notebook_paths
 
 REDRAW_BUDGET = 1.0  # seconds for the best of three redraws; python -m benchmarks.redraw times them

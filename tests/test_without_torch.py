@@ -53,11 +53,11 @@ def helpers_imports(path) -> set[str]:
 
 def test_the_numpy_half_s_helpers_and_checkers_do_not_import_torch():
     modules = set().union(*(helpers_imports(path) for path in NUMPY_HALF))
-    modules |= {f"helpers.exercises.nb{path.name[:2]}" for path in NUMPY_HALF}
-    assert "helpers.numpy_attention" in modules and "helpers.exercises.nb04" in modules
+    modules |= {f"helpers.lessons.nb{path.name[:2]}.checkers" for path in NUMPY_HALF}
+    assert "helpers.numpy_attention" in modules and "helpers.lessons.nb04.checkers" in modules
     probe = "import importlib, sys\n"
     probe += "".join(f"importlib.import_module({name!r})\n" for name in sorted(modules))
-    probe += "from helpers.exercises import get\n"
+    probe += "from helpers.kit.exercises import get\n"
     probe += "".join(f"get({e!r})\n" for e in ["row_sums", "head_contributions"])  # first and last
     probe += "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])"
     done = subprocess.run(
@@ -88,7 +88,7 @@ PROBE = textwrap.dedent(
     """
     import contextlib, importlib.util, io, json, sys
     import helpers
-    from helpers import exercises
+    from helpers.kit import exercises
 
     before = dict(exercises.RESULTS)
     for code in SOLUTIONS:

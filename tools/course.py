@@ -61,6 +61,6 @@ if "google.colab" in sys.modules:  # on Colab, install the course helpers (nothi
 import matplotlib.pyplot as plt
 import numpy as np
 
-from helpers.env import setup
+from helpers.kit.env import setup
 
 rng = setup(seed=0)  # seeds Python, NumPy and torch; sets print and plot defaults"""

@@ -233,7 +233,7 @@ def solution_parts(exercise: Exercise) -> tuple[str, str]:
         if node is function or _check_call(node) is not None:
             continue
         text = _segment(lines, node)
-        if text not in stub_statements and text != "from helpers.exercises import check":
+        if text not in stub_statements and text != "from helpers.kit.exercises import check":
             setup.append(text)
     return "\n".join(setup), _body(lines, function)
 

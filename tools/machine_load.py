@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from helpers.bench.busy import QUIET_SHARE, cpu_times
+from helpers.kit.bench.busy import QUIET_SHARE, cpu_times
 
 WINDOW_SECONDS = 1.0
 __all__ = ["QUIET_SHARE", "busy_share", "cpu_times", "describe", "is_quiet"]

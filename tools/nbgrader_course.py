@@ -83,7 +83,7 @@ def graded_source(exercise: Exercise) -> str:
     """The graded cell: the course's check, then an assert on its verdict."""
     name, function = exercise.name, exercise.function
     return (
-        "from helpers.exercises import RESULTS, check\n\n"
+        "from helpers.kit.exercises import RESULTS, check\n\n"
         f'check("{name}", {function})\n'
         f'assert RESULTS["{name}"] == "passed", "{name}: see the checker\'s verdict above"'
     )

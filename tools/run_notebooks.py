@@ -19,8 +19,8 @@ A notebook that measures time (:data:`TIMERS`) is written only when the machine 
 before and after its run (:mod:`tools.machine_load`): timings from a busy machine describe the
 other work, not the code. ``--force`` writes it anyway, with a warning; commit such a notebook
 only after running it again on a quiet machine. The exit status is 1 when a notebook was not
-written. A quiet run also refreshes ``helpers/bench/quiet_figures.json`` with what its timing
-cells printed (:mod:`helpers.bench.busy`): the figures a learner's busy machine shows beside
+written. A quiet run also refreshes ``helpers/kit/bench/quiet_figures.json`` with what its timing
+cells printed (:mod:`helpers.kit.bench.busy`): the figures a learner's busy machine shows beside
 its own.
 """
 
@@ -40,7 +40,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from helpers.bench import busy
+from helpers.kit.bench import busy
 from tools import course, machine_load
 from tools.exercise_cells import read
 from tools.syllabus import NotebookError

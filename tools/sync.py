@@ -105,11 +105,17 @@ def helper_modules(path: Path) -> list[str]:
             continue
         for module, names in IMPORT.findall(cell.source):
             candidates = [module]
-            if module in ("helpers", "helpers.widgets", "helpers.bench") and names:
-                candidates = [f"{module}.{n.strip()}" for n in names.strip("()").split(",")]
+            if _is_package(module) and names:
+                candidates = [
+                    f"{module}.{n.split(' as ')[0].strip()}" for n in names.strip("()").split(",")
+                ]
             modules = [name for name in candidates if _is_module(name)] or [module]
             found += [name for name in modules if name not in found]
     return found
+
+
+def _is_package(dotted: str) -> bool:
+    return (ROOT / Path(*dotted.split(".")) / "__init__.py").exists()
 
 
 def _is_module(dotted: str) -> bool:
@@ -127,23 +133,24 @@ def teaching_anchor(number: str, teaching: str) -> str:
 
 
 def map_table(syllabus: list[Lesson], root: Path = ROOT) -> str:
-    """Lesson -> notebook -> library modules -> exercises -> explorer -> tests -> TEACHING."""
+    """Lesson -> notebook -> library modules -> exercises -> its lesson package -> tests -> TEACHING."""
     teaching = (root / "TEACHING.md").read_text(encoding="utf-8")
     rows = [
-        "| # | Notebook | Library it uses | Exercises | Explorer | Tests | Guide |",
+        "| # | Notebook | Library it uses | Exercises | Its lesson package | Tests | Guide |",
         "|---|---|---|---|---|---|---|",
     ]
     for lesson in syllabus:
         modules = helper_modules(root / "notebooks" / lesson.file)
-        library = [m for m in modules if m.split(".")[1] not in ("env", "exercises", "widgets")]
-        widgets = [m for m in modules if m.startswith("helpers.widgets.")]
-        exercises = f"helpers/exercises/nb{lesson.number}.py"
+        library = [m for m in modules if m.split(".")[1] not in ("kit", "lessons")]
+        own = f"helpers.lessons.nb{lesson.number}."
+        widgets = [m for m in modules if m.startswith(own) and m != own + "checkers"]
+        exercises = f"helpers/lessons/nb{lesson.number}/checkers.py"
         tests = f"tests/test_lesson_{lesson.number}.py"
         cells = [
             f"[{lesson.file}](notebooks/{lesson.file})",
             ", ".join(f"`{m.removeprefix('helpers.')}`" for m in library) or "—",
             f"[nb{lesson.number}]({exercises})" if (root / exercises).exists() else "—",
-            ", ".join(f"`{m.removeprefix('helpers.widgets.')}`" for m in widgets) or "—",
+            ", ".join(f"`{m.removeprefix(own)}`" for m in widgets) or "—",
             f"[test_lesson_{lesson.number}]({tests})" if (root / tests).exists() else "—",
             teaching_anchor(lesson.number, teaching) or "—",
         ]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from helpers.induction import training
-from helpers.induction.training import report
+from helpers.lessons.nb10 import training
+from helpers.lessons.nb10.training import report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """``python -m tools.train_serving``: train notebook 12's target and drafts, write their weights.
 
 Seeded and single-threaded, so the same machine gives the same weights. Each model learns to
-predict the next token of :func:`helpers.serving.task.phrase_sequences` with AdamW; the command
+predict the next token of :func:`helpers.lessons.nb12.task.phrase_sequences` with AdamW; the command
 prints how long each took, its loss on held-out sequences, and how often each draft's greedy
 choice agrees with the target's. ``--out`` writes elsewhere (tests use it), ``--steps`` shortens
 the run.
@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from helpers.env import single_thread
+from helpers.kit.env import single_thread
+from helpers.lessons.nb12.task import phrase_sequences
 from helpers.serving.model import CONFIGS, WEIGHTS, TinyLM, make_model
-from helpers.serving.task import phrase_sequences
 
 STEPS = 3000
 BATCH, LENGTH = 32, 48

@@ -8,8 +8,8 @@
 - :mod:`~helpers.serving.split_kv`: :func:`split_kv_attention`, FlashDecoding's split of a long
   cache merged by log-sum-exps;
 - :mod:`~helpers.serving.speculative`: :func:`speculative_decode` with a draft model;
-- :mod:`~helpers.serving.model`, :mod:`~helpers.serving.task`, :mod:`~helpers.serving.workload`:
-  the tiny models served, the text they learned, seeded request mixes.
+- :mod:`~helpers.serving.model`: the tiny models served (the text they learned and the
+  seeded request mixes of notebook 12 are its lesson's, ``helpers.lessons.nb12``).
 """
 
 from helpers.serving.blocks import BlockAllocator, PagedKVCache, PoolFull

@@ -20,7 +20,7 @@ from collections.abc import Hashable
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 
 class PoolFull(RuntimeError):
@@ -31,8 +31,8 @@ class BlockAllocator:
     """The free list, the reference counts and one block table per sequence. No tensors."""
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
-        self.num_blocks = validation.require_positive_int("num_blocks", num_blocks)
-        self.block_size = validation.require_positive_int("block_size", block_size)
+        self.num_blocks = checks.require_positive_int("num_blocks", num_blocks)
+        self.block_size = checks.require_positive_int("block_size", block_size)
         self.free_blocks = list(
             range(num_blocks - 1, -1, -1)
         )  # a stack: block 0 is handed out first
@@ -42,7 +42,7 @@ class BlockAllocator:
 
     def blocks_for(self, num_tokens: int) -> int:
         """Blocks that ``num_tokens`` tokens fill: ``ceil(num_tokens / block_size)``."""
-        return -(-validation.require_non_negative_int("num_tokens", num_tokens) // self.block_size)
+        return -(-checks.require_non_negative_int("num_tokens", num_tokens) // self.block_size)
 
     @property
     def num_free(self) -> int:
@@ -72,7 +72,7 @@ class BlockAllocator:
         """A new sequence with slots for its first ``num_tokens`` tokens (its prompt)."""
         if seq in self.tables:
             raise ValueError(f"sequence {seq!r} already holds blocks {self.tables[seq]}")
-        need = self.blocks_for(validation.require_positive_int("num_tokens", num_tokens))
+        need = self.blocks_for(checks.require_positive_int("num_tokens", num_tokens))
         if need > self.num_free:
             raise PoolFull(
                 f"sequence {seq!r} needs {need} blocks for {num_tokens} tokens, "
@@ -128,7 +128,7 @@ class BlockAllocator:
         its length."""
         table, size, length = self.table(seq), self.block_size, self.lengths[seq]
         start, stop = (
-            validation.require_non_negative_int(n, x) for n, x in (("start", start), ("stop", stop))
+            checks.require_non_negative_int(n, x) for n, x in (("start", start), ("stop", stop))
         )
         if not start <= stop <= length:
             raise ValueError(f"start and stop must satisfy 0 <= start <= stop <= the length "
@@ -155,10 +155,10 @@ class PagedKVCache:
 
     def __init__(self, layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
                  d_k: int, dtype: torch.dtype = torch.float32) -> None:  # fmt: skip
-        layers = validation.require_positive_int("layers", layers)
+        layers = checks.require_positive_int("layers", layers)
         self.allocator = BlockAllocator(num_blocks, block_size)
-        shape = (layers, num_blocks, validation.require_positive_int("num_kv_heads", num_kv_heads),
-                 block_size, validation.require_positive_int("d_k", d_k))  # fmt: skip
+        shape = (layers, num_blocks, checks.require_positive_int("num_kv_heads", num_kv_heads),
+                 block_size, checks.require_positive_int("d_k", d_k))  # fmt: skip
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(
                 f"dtype must be a floating torch.dtype (keys and values), got {dtype!r}"
@@ -197,16 +197,16 @@ class PagedKVCache:
         """What :meth:`write` needs: a layer, slots ``(N,)`` in the pool, k and v ``(N, h_kv,
         d_k)`` in the cache's dtype and on its device."""
         layers, num_blocks, h_kv, size, d_k = self.keys.shape
-        validation.require_index("layer", layer, layers)
-        validation.require_integer_tensor("slots", slots, "(N,)")
-        validation.require_ndim("slots", slots, (1,), "(N,)")
+        checks.require_index("layer", layer, layers)
+        checks.require_integer_tensor("slots", slots, "(N,)")
+        checks.require_ndim("slots", slots, (1,), "(N,)")
         for name, x in (("k", k), ("v", v)):
-            validation.require_array(name, x, Tensor, "torch.Tensor")
+            checks.require_array(name, x, Tensor, "torch.Tensor")
             if tuple(x.shape) != (len(slots), h_kv, d_k):
                 raise ValueError(f"{name} must be (N, h_kv, d_k) = {(len(slots), h_kv, d_k)} for "
                                  f"slots {tuple(slots.shape)}, got {tuple(x.shape)}")  # fmt: skip
-        validation.require_same_dtype(k=k, v=v, cache=self.keys)
-        validation.require_same_device(slots=slots, k=k, v=v, cache=self.keys)
+        checks.require_same_dtype(k=k, v=v, cache=self.keys)
+        checks.require_same_device(slots=slots, k=k, v=v, cache=self.keys)
         if len(slots) and not 0 <= int(slots.min()) <= int(slots.max()) < num_blocks * size:
             raise ValueError(f"slots must lie in 0..num_blocks * block_size - 1 = "
                              f"{num_blocks * size - 1}, got {slots.tolist()}")  # fmt: skip
@@ -219,9 +219,7 @@ class PagedKVCache:
         tables = [self.allocator.table(s) for s in seqs]
         longest = max(len(t) for t in tables)
         width = (
-            longest
-            if max_blocks is None
-            else validation.require_positive_int("max_blocks", max_blocks)
+            longest if max_blocks is None else checks.require_positive_int("max_blocks", max_blocks)
         )
         if width < longest:
             raise ValueError(f"max_blocks = {width} is less than the longest block table of "

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from helpers import validation
+from helpers.kit import checks
 from helpers.serving.blocks import PagedKVCache
 from helpers.serving.model import TinyLM
 from helpers.serving.paged import check_tables
@@ -36,8 +36,8 @@ def check_tokens(tokens: Any, vocab: int) -> None:
 def check_cache(model: Any, cache: Any) -> None:
     """A :class:`TinyLM` and a :class:`PagedKVCache` with a pool for each of its layers, its
     h_kv and d_k, in its dtype."""
-    validation.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
-    validation.require_array("cache", cache, PagedKVCache, "helpers.serving.PagedKVCache")
+    checks.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
+    checks.require_array("cache", cache, PagedKVCache, "helpers.serving.PagedKVCache")
     first = model.layers[0]
     want = (len(model.layers), first.num_kv_heads, first.d_k, model.unembed.weight.dtype)
     layers, _, h_kv, _, d_k = cache.keys.shape
@@ -53,9 +53,9 @@ def check_packed(model, tokens, positions, slots, tables, cache) -> None:
     token's table, slots in the pool, a cache that fits the model."""
     check_cache(model, cache)
     for name, x in (("tokens", tokens), ("positions", positions), ("slots", slots)):
-        validation.require_integer_tensor(name, x, "(N,)")
-        validation.require_ndim(name, x, (1,), "(N,)")
-    validation.require_integer_tensor("tables", tables, "(N, max_blocks)")
+        checks.require_integer_tensor(name, x, "(N,)")
+        checks.require_ndim(name, x, (1,), "(N,)")
+    checks.require_integer_tensor("tables", tables, "(N, max_blocks)")
     N, vocab = len(tokens), model.unembed.weight.shape[0]
     if N == 0 or len(positions) != N or len(slots) != N or tuple(tables.shape[:1]) != (N,):
         raise ValueError(
@@ -84,11 +84,11 @@ def check_packed(model, tokens, positions, slots, tables, cache) -> None:
 def check_requests(model: Any, requests: Any, progress: Any) -> None:
     """A :class:`TinyLM`, a list of :class:`Request` with distinct rids and prompts of token ids
     in its vocabulary, and a True/False ``progress``."""
-    validation.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
+    checks.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
     if not isinstance(requests, (list, tuple)):
         raise TypeError(f"requests must be a list of Request, got {type(requests).__name__}")
     for i, request in enumerate(requests):
-        validation.require_array(f"requests[{i}]", request, Request, "helpers.serving.Request")
+        checks.require_array(f"requests[{i}]", request, Request, "helpers.serving.Request")
         check_request(request)
         if max(request.prompt) >= model.vocab:
             raise ValueError(
@@ -97,4 +97,4 @@ def check_requests(model: Any, requests: Any, progress: Any) -> None:
             )
     if len({r.rid for r in requests}) != len(requests):
         raise ValueError(f"requests need distinct rids, got {[r.rid for r in requests]}")
-    validation.require_bool("progress", progress)
+    checks.require_bool("progress", progress)

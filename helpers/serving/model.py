@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from helpers import validation
 from helpers.inference import GroupedQueryAttention, KVCache
+from helpers.kit import checks
 
 WEIGHTS = Path(__file__).with_name("weights.pt")
 
@@ -38,11 +38,11 @@ class TinyLM(nn.Module):
         self, vocab: int, d_model: int, num_heads: int, num_kv_heads: int, layers: int
     ) -> None:
         super().__init__()
-        self.vocab = validation.require_positive_int("vocab", vocab)
+        self.vocab = checks.require_positive_int("vocab", vocab)
         self.embed = nn.Embedding(vocab, d_model)
         self.layers = nn.ModuleList(
             GroupedQueryAttention(d_model, num_heads, num_kv_heads, rope=True)
-            for _ in range(validation.require_positive_int("layers", layers))
+            for _ in range(checks.require_positive_int("layers", layers))
         )
         self.unembed = nn.Linear(d_model, vocab, bias=False)
 
@@ -68,9 +68,9 @@ class TinyLM(nn.Module):
 def check_token_ids(name: str, tokens: Any, vocab: int, layout: str = "(B, T)") -> None:
     """Token ids: an integer tensor ``(B, T)`` with T >= 1 (``(1, T)`` if ``layout`` says so),
     every id in ``0 .. vocab - 1``."""
-    validation.require_array(name, tokens, Tensor, "torch.Tensor")
-    validation.require_integer_tensor(name, tokens, layout)
-    validation.require_ndim(name, tokens, (2,), layout)
+    checks.require_array(name, tokens, Tensor, "torch.Tensor")
+    checks.require_integer_tensor(name, tokens, layout)
+    checks.require_ndim(name, tokens, (2,), layout)
     if 0 in tokens.shape or (layout == "(1, T)" and tokens.shape[0] != 1):
         raise ValueError(
             f"{name} must be token ids {layout} with T >= 1, got {tuple(tokens.shape)}"
@@ -103,11 +103,11 @@ def load_models(dtype: torch.dtype = torch.float32) -> dict[str, TinyLM]:
 
 def generate(model: TinyLM, prompt: Tensor, max_new_tokens: int) -> Tensor:
     """Greedy decoding of one batch with notebook 08's cache: ``(B, T_0 + max_new_tokens)``."""
-    validation.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
+    checks.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
     check_token_ids("prompt", prompt, model.vocab)
     tokens, new, caches = prompt, prompt, None
     with torch.no_grad():
-        for _ in range(validation.require_non_negative_int("max_new_tokens", max_new_tokens)):
+        for _ in range(checks.require_non_negative_int("max_new_tokens", max_new_tokens)):
             logits, caches = model(new, caches)
             new = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
             tokens = torch.cat([tokens, new], dim=1)
@@ -125,7 +125,7 @@ class CachedLM:
     """
 
     def __init__(self, model: TinyLM) -> None:
-        validation.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
+        checks.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
         self.model = model
         self.seen = torch.zeros(1, 0, dtype=torch.int64)
         self.caches: list[KVCache] | None = None

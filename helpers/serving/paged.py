@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 
 def paged_attention(
@@ -37,8 +37,8 @@ def paged_attention(
     """
     numpy_in = isinstance(q, np.ndarray)
     if numpy_in:
-        validation.require_floating("q", q)
-        validation.require_finite("q", q)
+        checks.require_floating("q", q)
+        checks.require_finite("q", q)
     q, k_cache, v_cache, block_tables, seq_lens = (
         _tensor(name, x)
         for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
@@ -128,20 +128,20 @@ def slot_weights(q: Tensor, k_cache: Tensor, block_tables: Tensor, seq_lens: Ten
 def _tensor(name: str, x: Any) -> Tensor:
     if isinstance(x, np.ndarray):
         return torch.from_numpy(x)
-    validation.require_array(name, x, Tensor, "torch.Tensor or NumPy array")
+    checks.require_array(name, x, Tensor, "torch.Tensor or NumPy array")
     return x
 
 
 def check_paged(q, k_cache, v_cache, block_tables, seq_lens) -> None:
     """The shapes, dtypes and values :func:`paged_attention` needs; a clear error otherwise."""
-    validation.require_ndim("q", q, (3,), "(B, h, d)")
-    validation.require_floating("q", q)
+    checks.require_ndim("q", q, (3,), "(B, h, d)")
+    checks.require_floating("q", q)
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
-        validation.require_ndim(name, cache, (4,), "(num_blocks, h_kv, block_size, d)")
-    validation.require_same_dtype(q=q, k_cache=k_cache, v_cache=v_cache)
+        checks.require_ndim(name, cache, (4,), "(num_blocks, h_kv, block_size, d)")
+    checks.require_same_dtype(q=q, k_cache=k_cache, v_cache=v_cache)
     for name, x in (("block_tables", block_tables), ("seq_lens", seq_lens)):
-        validation.require_integer_tensor(name, x, "(B, max_blocks)" if name[0] == "b" else "(B,)")
-    validation.require_same_device(q=q, k_cache=k_cache, v_cache=v_cache,
+        checks.require_integer_tensor(name, x, "(B, max_blocks)" if name[0] == "b" else "(B,)")
+    checks.require_same_device(q=q, k_cache=k_cache, v_cache=v_cache,
                                    block_tables=block_tables, seq_lens=seq_lens)  # fmt: skip
     _refuse_meta(q)
     B, h, d = q.shape
@@ -164,13 +164,13 @@ def check_paged(q, k_cache, v_cache, block_tables, seq_lens) -> None:
 
 def check_gather(cache, block_tables, seq_lens) -> None:
     """What :func:`gather_blocks` needs: the checks of :func:`check_paged` on one pool."""
-    validation.require_array("cache", cache, Tensor, "torch.Tensor")
-    validation.require_ndim("cache", cache, (4,), "(num_blocks, h_kv, block_size, d)")
+    checks.require_array("cache", cache, Tensor, "torch.Tensor")
+    checks.require_ndim("cache", cache, (4,), "(num_blocks, h_kv, block_size, d)")
     for name, x in (("block_tables", block_tables), ("seq_lens", seq_lens)):
-        validation.require_integer_tensor(name, x, "(B, max_blocks)" if name[0] == "b" else "(B,)")
-    validation.require_same_device(cache=cache, block_tables=block_tables, seq_lens=seq_lens)
+        checks.require_integer_tensor(name, x, "(B, max_blocks)" if name[0] == "b" else "(B,)")
+    checks.require_same_device(cache=cache, block_tables=block_tables, seq_lens=seq_lens)
     _refuse_meta(cache)
-    validation.require_ndim("block_tables", block_tables, (2,), "(B, max_blocks)")
+    checks.require_ndim("block_tables", block_tables, (2,), "(B, max_blocks)")
     if 0 in cache.shape:
         raise ValueError(f"cache has an axis of size 0, shape {tuple(cache.shape)}")
     B = block_tables.shape[0]

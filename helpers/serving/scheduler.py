@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers import validation
+from helpers.kit import checks
 from helpers.serving.blocks import PagedKVCache
 
 POLICIES = ("continuous", "static")
@@ -69,7 +69,7 @@ class Scheduler:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         self.cache, self.allocator, self.policy = cache, cache.allocator, policy
-        self.max_batch = validation.require_positive_int("max_batch", max_batch)
+        self.max_batch = checks.require_positive_int("max_batch", max_batch)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
 
@@ -143,7 +143,7 @@ class Scheduler:
 
 
 def check_request(request: Request) -> None:
-    validation.require_array("request", request, Request, "helpers.serving.Request")
+    checks.require_array("request", request, Request, "helpers.serving.Request")
     ids = isinstance(request.prompt, list) and all(
         isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_)) and t >= 0
         for t in request.prompt
@@ -153,7 +153,7 @@ def check_request(request: Request) -> None:
             f"request {request.rid}: prompt must be a non-empty list of token ids (ints >= 0), "
             f"got {request.prompt!r}"
         )
-    validation.require_positive_int("max_new_tokens", request.max_new_tokens)
-    validation.require_non_negative_int("arrival", request.arrival)
+    checks.require_positive_int("max_new_tokens", request.max_new_tokens)
+    checks.require_non_negative_int("arrival", request.arrival)
     if request.output:
         raise ValueError(f"request {request.rid} has output already: {request.output}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 Model = Callable[[Tensor], Tensor]  # token ids (1, T) -> logits (1, T, V)
 
@@ -121,7 +121,7 @@ def distribution(logits: Tensor, temperature: float) -> Tensor:
 
 def acceptance_probability(p: Tensor, q: Tensor, token: int) -> float:
     """``min(1, p(token) / q(token))``: how likely the draft's ``token`` is kept."""
-    token = validation.require_index("token", token, len(q))  # -1 is no token
+    token = checks.require_index("token", token, len(q))  # -1 is no token
     return min(1.0, float(p[token] / q[token]))
 
 
@@ -164,9 +164,9 @@ def step_distribution(p: Tensor, q: Tensor) -> Tensor:
 def check_distributions(p: Tensor, q: Tensor) -> None:
     """p and q: floating tensors ``(V,)`` of one shape, each >= 0 and summing to 1."""
     for name, x in (("p", p), ("q", q)):
-        validation.require_array(name, x, Tensor, "torch.Tensor")
-        validation.require_floating(name, x)
-        validation.require_ndim(name, x, (1,), "(V,)")
+        checks.require_array(name, x, Tensor, "torch.Tensor")
+        checks.require_floating(name, x)
+        checks.require_ndim(name, x, (1,), "(V,)")
         total = float(x.sum())
         if x.numel() == 0 or not bool((x >= 0).all()) or abs(total - 1) > 1e-6:
             raise ValueError(
@@ -228,7 +228,7 @@ def _check(target, draft, prompt, max_new_tokens, num_draft, temperature, genera
     for name, model in (("target", target), ("draft", draft)):
         if not callable(model):
             raise TypeError(f"{name} must be callable: token ids (1, T) -> logits (1, T, V)")
-    validation.require_array("prompt", prompt, Tensor, "torch.Tensor")
+    checks.require_array("prompt", prompt, Tensor, "torch.Tensor")
     if (
         prompt.dtype != torch.int64
         or prompt.ndim != 2
@@ -241,9 +241,9 @@ def _check(target, draft, prompt, max_new_tokens, num_draft, temperature, genera
         )
     if int(prompt.min()) < 0:
         raise ValueError(f"prompt must hold token ids >= 0, got {prompt.tolist()}")
-    validation.require_non_negative_int("max_new_tokens", max_new_tokens)
-    validation.require_positive_int("num_draft", num_draft)
-    validation.require_real("temperature", temperature, low=0.0)
+    checks.require_non_negative_int("max_new_tokens", max_new_tokens)
+    checks.require_positive_int("num_draft", num_draft)
+    checks.require_real("temperature", temperature, low=0.0)
     if generator is not None and not isinstance(generator, torch.Generator):
         kind = type(generator)
         raise TypeError(

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from helpers import validation
+from helpers.kit import checks
 
 # Streaming multiprocessors of a few GPUs, from NVIDIA's data sheets and architecture papers:
 # the units that each run one (batch, head, split) piece of a decode kernel at a time.
@@ -39,8 +39,8 @@ def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.n
     """
     numpy_in = isinstance(q, np.ndarray)
     kind, kind_name = (np.ndarray, "NumPy array") if numpy_in else (Tensor, "torch.Tensor")
-    validation.check_attention(q, k, v, None, kind, kind_name)
-    num_splits = validation.require_positive_int("num_splits", num_splits)
+    checks.check_attention(q, k, v, None, kind, kind_name)
+    num_splits = checks.require_positive_int("num_splits", num_splits)
     if num_splits > k.shape[-2]:
         raise ValueError(
             f"num_splits must lie in 1..T_k = {k.shape[-2]} (each chunk needs a key), got "
@@ -59,7 +59,7 @@ def split_kv_attention(q: Any, k: Any, v: Any, num_splits: int) -> Tensor | np.n
     out = out.numpy()
     overflowed = ~np.isfinite(out).all(axis=-1)  # finite inputs: only an overflow gets here
     if overflowed.any():
-        validation.raise_scores_overflow(
+        checks.raise_scores_overflow(
             f"{overflowed.sum()} of {overflowed.size} query rows", q.numpy(), k.numpy()
         )
     return out
@@ -77,7 +77,7 @@ def partial_attention(
     """Attention over one chunk of keys: ``(output (..., T_q, d_v), lse (..., T_q))``
     (``checked=True``: the caller has checked q, k, v)."""
     if not checked:
-        validation.check_attention(q, k, v, None, Tensor, "torch.Tensor")
+        checks.check_attention(q, k, v, None, Tensor, "torch.Tensor")
     scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (..., T_q, T_chunk)
     m = scores.amax(dim=-1, keepdim=True)  # the chunk's running max, as in notebook 09
     p = torch.exp(scores - m)
@@ -108,8 +108,8 @@ def check_partials(outs: list[Tensor], lses: list[Tensor]) -> None:
         if not isinstance(xs, (list, tuple)) or not xs:
             raise ValueError(f"{name} must be a non-empty list of tensors, got {xs!r}")
         for i, x in enumerate(xs):
-            validation.require_array(f"{name}[{i}]", x, Tensor, "torch.Tensor")
-            validation.require_floating(f"{name}[{i}]", x)
+            checks.require_array(f"{name}[{i}]", x, Tensor, "torch.Tensor")
+            checks.require_floating(f"{name}[{i}]", x)
     shapes = [tuple(o.shape) for o in outs], [tuple(x.shape) for x in lses]
     first = shapes[0][0]
     if (
@@ -127,13 +127,13 @@ def check_partials(outs: list[Tensor], lses: list[Tensor]) -> None:
 def decode_work_units(batch: int, heads: int, num_splits: int = 1) -> int:
     """Independent pieces of one decode step's attention: one per (sequence, head, split)."""
     for name, value in (("batch", batch), ("heads", heads), ("num_splits", num_splits)):
-        validation.require_positive_int(name, value)
+        checks.require_positive_int(name, value)
     return batch * heads * num_splits
 
 
 def sm_busy_fraction(units: int, sm_count: int) -> float:
     """The share of a GPU's SMs that ``units`` equal pieces keep busy, averaged over the waves
     they run in: ``units / (waves * sm_count)`` with ``waves = ceil(units / sm_count)``."""
-    units = validation.require_positive_int("units", units)
-    sm_count = validation.require_positive_int("sm_count", sm_count)
+    units = checks.require_positive_int("units", units)
+    sm_count = checks.require_positive_int("sm_count", sm_count)
     return units / (math.ceil(units / sm_count) * sm_count)

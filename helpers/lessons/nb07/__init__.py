@@ -1,0 +1,1 @@
+"""Notebook 07's own material: its explorer and its exercises' checkers."""
