@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 QUIET_SHARE = 0.25  # busy: other processes used more than a quarter of all cores' time
-QUIET_SPREAD = 1.5  # busy: the slowest round took more than 1.5 times the fastest
+QUIET_SPREAD = 2.0  # busy: typically, the slowest round took over twice as long as the fastest
 FIGURES = Path(__file__).with_name("quiet_figures.json")
 RECORD_ENV = "COURSE_RECORD_QUIET_FIGURES"  # set by tools.run_notebooks: where to record
 PROC_STAT = Path("/proc/stat")
@@ -47,8 +47,12 @@ class LoadMeter:
     time that other processes used during the block, or None where it cannot be measured."""
 
     others: float | None = None
+    threads: int = 1  # torch's CPU threads while the block ran
 
     def __enter__(self) -> LoadMeter:
+        import torch
+
+        self.threads = torch.get_num_threads()
         self._start = cpu_times(), time.process_time()
         return self
 
@@ -62,13 +66,24 @@ class LoadMeter:
         self.others = min(max((busy - own) / total, 0.0), 1.0)
 
 
+def round_spread(*times) -> float:
+    """How much repeated rounds moved: each column's slowest round over its fastest, the median
+    over every column of ``times`` (arrays ``(rounds, ...)`` of seconds or rates). The median,
+    because one call that page-faults moves one column however quiet the machine is, while
+    other programs move them all."""
+    import numpy as np
+
+    ratios = [np.max(t, axis=0) / np.min(t, axis=0) for t in map(np.asarray, times)]
+    return float(np.median(np.concatenate([np.ravel(r) for r in ratios])))
+
+
 def busy_reason(load: LoadMeter, spread: float | None) -> str | None:
     """Why the machine counts as busy (one clause), or None when neither sign says so."""
     signs = []
     if load.others is not None and load.others > QUIET_SHARE:
         signs.append(f"other programs used {load.others:.0%} of the CPU")
     if spread is not None and spread > QUIET_SPREAD:
-        signs.append(f"the slowest round took {spread:.1f}x the fastest")
+        signs.append(f"the slowest round typically took {spread:.1f}x the fastest")
     return " and ".join(signs) or None
 
 
@@ -78,7 +93,7 @@ def report(key: str, lines: list[str], load: LoadMeter, spread: float | None = N
     print("\n".join(lines))
     reason = busy_reason(load, spread)
     if reason is None:
-        _record(key, lines)
+        _record(key, lines, load.threads)
         return
     quiet = json.loads(FIGURES.read_text(encoding="utf-8")).get(key)
     print(f"Busy machine while this cell timed ({reason}): these figures measure that too.")
@@ -87,13 +102,10 @@ def report(key: str, lines: list[str], load: LoadMeter, spread: float | None = N
         print("\n".join("   " + line for line in quiet["lines"]))
 
 
-def _record(key: str, lines: list[str]) -> None:
+def _record(key: str, lines: list[str], threads: int) -> None:
     """Under ``tools.run_notebooks``, note a quiet cell's figures for ``quiet_figures.json``."""
     target = os.environ.get(RECORD_ENV)
     if target:
-        import torch
-
-        threads = torch.get_num_threads()
         machine = f"CPU, {platform.machine()}, {threads} thread{'s' * (threads > 1)}"
         with open(target, "a", encoding="utf-8") as out:
             out.write(json.dumps({"key": key, "machine": machine, "lines": lines}) + "\n")
