@@ -299,7 +299,7 @@ def _meter(monkeypatch, samples, own_seconds):
     """A LoadMeter fed two /proc/stat samples and this process's CPU seconds between them."""
     ticks, clock = iter(samples), iter([10.0, 10.0 + own_seconds])
     monkeypatch.setattr(busy, "cpu_times", lambda: next(ticks))
-    monkeypatch.setattr(busy.time, "process_time", lambda: next(clock))
+    monkeypatch.setattr(busy, "_own_seconds", lambda: next(clock))
     with busy.LoadMeter() as load:
         pass
     return load

@@ -67,7 +67,8 @@ def single_thread() -> Iterator[None]:
     One thread removes what the split of the work between threads would change; another
     machine's maths library (BLAS) or instruction set can still change the last digits, which
     is why the notebooks round what they print. Training in notebooks 05 and 10 runs in it, and
-    notebook 10's explorer too (its small tensors are faster on one thread).
+    notebook 10's explorer too (its small tensors are faster on one thread), and the live
+    timings of notebooks 06, 07, 08 and 13 (on a shared machine one thread waits least).
     """
     import torch
 

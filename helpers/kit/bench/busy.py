@@ -7,7 +7,8 @@ processes used meanwhile (Linux's ``/proc/stat``, less this process's own CPU ti
 with :func:`report`, which prints the cell's figures and, when the load or the spread of the
 repeated rounds says the machine was busy, one line that says so followed by the figures the
 same cell printed on a quiet machine, committed with the course in ``quiet_figures.json``.
-``python -m tools.run_notebooks`` refreshes that file from its quiet runs.
+``python -m tools.run_notebooks`` refreshes that file from its quiet runs. Inside a container
+``/proc/stat`` may count the host's cores and tenants; there the load is the host's.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class LoadMeter:
         import torch
 
         self.threads = torch.get_num_threads()
-        self._start = cpu_times(), time.process_time()
+        self._start = cpu_times(), _own_seconds()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -61,7 +62,7 @@ class LoadMeter:
         if before is None or after is None or after[1] <= before[1]:
             return
         tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        own = (time.process_time() - own_before) * tick  # this process's ticks, every thread
+        own = (_own_seconds() - own_before) * tick  # this process's ticks, and its children's
         busy, total = after[0] - before[0], after[1] - before[1]
         self.others = min(max((busy - own) / total, 0.0), 1.0)
 
@@ -75,6 +76,13 @@ def round_spread(*times) -> float:
 
     ratios = [np.max(t, axis=0) / np.min(t, axis=0) for t in map(np.asarray, times)]
     return float(np.median(np.concatenate([np.ravel(r) for r in ratios])))
+
+
+def _own_seconds() -> float:
+    """CPU seconds of this process (every thread) and of the children it waited for, such as
+    the compiler that ``torch.compile`` starts: work of our own, not of other programs."""
+    times = os.times()
+    return time.process_time() + times.children_user + times.children_system
 
 
 def busy_reason(load: LoadMeter, spread: float | None) -> str | None:
