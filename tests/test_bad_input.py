@@ -1685,14 +1685,13 @@ def _tiny_lm():
 
 
 def _serving_cases():
-    from helpers.serving.workload import reserved_tokens
-
     from helpers.lessons.nb12 import explorers as pool
+    from helpers.lessons.nb12.workload import reserved_tokens
     from helpers.serving import BlockAllocator, PagedKVCache, Request, paged_attention, serve
     from helpers.serving.engine import feed
     from helpers.serving.model import CachedLM, generate
     from helpers.serving.speculative import acceptance_probability, speculative_decode
-    from helpers.serving.split_kv import merge_partials, partial_attention
+    from helpers.serving.split_kv import decode_work_units, merge_partials, partial_attention
 
     q, cache, tables, lens = (
         torch.zeros(2, 4, 8),
@@ -1718,6 +1717,9 @@ def _serving_cases():
         return torch.full((1, tokens.shape[1], 4), float("-inf"))
 
     rows = [
+        ("decode_work_with_kv_heads_that_do_not_divide_the_heads", lambda: decode_work_units(1, 32, 3), ValueError, "heads must be a multiple of kv_heads", "got heads 32, kv_heads 3"),
+        ("decode_work_with_a_float_kv_heads", lambda: decode_work_units(1, 32, 8.0), TypeError, "kv_heads must be an int, got float 8.0"),
+        ("decode_work_with_no_splits", lambda: decode_work_units(1, 32, 8, 0), ValueError, "num_splits must be positive, got 0"),
         ("paged_attention_on_meta_tensors", lambda: paged_attention(*(torch.as_tensor(x).to("meta") for x in (q, cache, cache, tables, lens))), ValueError, "meta tensors", "(2, 4, 8)"),
         ("paged_cache_write_of_the_wrong_shape", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 3), kv(2, 2, 4)), ValueError, "k must be (N, h_kv, d_k) = (2, 2, 4)", "got (2, 2, 3)"),
         ("paged_cache_write_of_another_dtype", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 4, dtype=torch.float64), kv(2, 2, 4)), TypeError, "k, v, cache must share one dtype", "k: torch.float64"),

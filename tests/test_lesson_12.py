@@ -391,8 +391,14 @@ def test_merging_partials_weighs_each_by_its_share_of_the_softmax_mass():
     assert merge_partials(outs, lses).item() == pytest.approx(0.25 * 1 + 0.75 * 3)
 
 
+def test_decode_work_is_one_piece_per_sequence_kv_head_and_split():
+    # GQA packing: the query heads that share a KV head are one piece of work.
+    assert decode_work_units(1, 32, 8) == 8 and decode_work_units(2, 32, 8, 4) == 64
+    assert decode_work_units(3, 32, 32) == 96  # MHA: one piece per query head
+    assert decode_work_units(1, 32, 1, 16) == 16  # MQA
+
+
 def test_decode_work_and_sm_occupancy_are_counted_in_waves():
-    assert decode_work_units(1, 32) == 32 and decode_work_units(2, 32, 4) == 256
     assert sm_busy_fraction(32, 132) == pytest.approx(32 / 132)
     assert sm_busy_fraction(133, 132) == pytest.approx(
         133 / 264

@@ -7,8 +7,11 @@ holds the share ``exp(lse_i - L)`` of the softmax's mass, so
 
     output = sum_i exp(lse_i - L) * output_i.
 
-On a GPU the chunks run side by side: a decode step has only ``B * h`` (batch, head) pairs to
-spread over the device's streaming multiprocessors, and splitting the keys multiplies them.
+On a GPU the chunks run side by side. Decode kernels (FlashAttention-2's ``seqlenq_ngroups_swapped``
+and FlashAttention-3's ``pack_gqa`` in Dao-AILab/flash-attention, FlashInfer's decode kernels)
+give one piece of work to each (sequence, KV head) and pack the query heads that share that KV
+head into it, so a decode step has only ``B * h_kv`` pieces to spread over the device's streaming
+multiprocessors; splitting the keys multiplies them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from torch import Tensor
 from helpers.kit import checks
 
 # Streaming multiprocessors of a few GPUs, from NVIDIA's data sheets and architecture papers:
-# the units that each run one (batch, head, split) piece of a decode kernel at a time.
+# the units that each run one (sequence, KV head, split) piece of a decode kernel at a time.
 SM_COUNTS = {"H100 SXM": 132, "A100": 108, "L4": 58, "T4": 40}
 
 
@@ -124,11 +127,21 @@ def check_partials(outs: list[Tensor], lses: list[Tensor]) -> None:
         )
 
 
-def decode_work_units(batch: int, heads: int, num_splits: int = 1) -> int:
-    """Independent pieces of one decode step's attention: one per (sequence, head, split)."""
-    for name, value in (("batch", batch), ("heads", heads), ("num_splits", num_splits)):
-        checks.require_positive_int(name, value)
-    return batch * heads * num_splits
+def decode_work_units(batch: int, heads: int, kv_heads: int, num_splits: int = 1) -> int:
+    """Independent pieces of one decode step's attention: one per (sequence, KV head, split).
+
+    The ``heads // kv_heads`` query heads that share a KV head read the same keys and values, so
+    decode kernels pack them into one piece (GQA packing); ``heads`` only has to be a multiple
+    of ``kv_heads``. Llama 3 8B (32 query heads, 8 KV heads): 8 pieces per sequence and split.
+    """
+    sizes = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "num_splits": num_splits}
+    batch, heads, kv_heads, num_splits = (checks.require_positive_int(*kv) for kv in sizes.items())
+    if heads % kv_heads:
+        raise ValueError(
+            f"heads must be a multiple of kv_heads (each KV head serves a whole group of query "
+            f"heads), got heads {heads}, kv_heads {kv_heads}"
+        )
+    return batch * kv_heads * num_splits
 
 
 def sm_busy_fraction(units: int, sm_count: int) -> float:
