@@ -6,8 +6,9 @@ rebuilt from the latent by ``kv_b_proj``; or, with ``absorb=True``, never built:
 ``kv_b_proj`` is folded into each head's query and the value half into its output, so the heads
 attend over the latent itself.
 
-The names are those of DeepSeek's reference implementations (Hugging Face's
-``modeling_deepseek``), so that a learner recognises them in real code:
+The names are those of DeepSeek's Hugging Face modelling file (``modeling_deepseek.py``), so that
+a learner recognises them in real code; DeepSeek's reference ``inference/model.py`` (DeepSeek-V3
+repository) calls the same layers ``wq``, ``wkv_a``, ``kv_norm``, ``wkv_b`` and ``wo``:
 
 * ``q_proj``: D -> h (nope_dim + rope_dim), each head's query laid out ``[nope | rope]``;
 * ``kv_a_proj_with_mqa``: D -> kv_latent_dim + rope_dim, laid out ``[latent | shared rope key]``
