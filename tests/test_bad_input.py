@@ -1844,7 +1844,7 @@ CORES_HARDENING = [
     ),
     case(
         "the_setup_cell_names_a_seed_numpy_cannot_take",
-        lambda: __import__("helpers.kit.env").env.seed_everything(2**32),
+        lambda: __import__("helpers.kit.env").kit.env.seed_everything(2**32),
         ValueError,
         "seed must be below 2**32, got 4294967296",
     ),
