@@ -106,11 +106,12 @@ class RecordingRunner(FakeRunner):
 
 def test_a_quiet_run_keeps_its_timing_figures_for_a_busy_machine_to_show(tmp_path, monkeypatch):
     figures = tmp_path / "quiet_figures.json"
-    figures.write_text(json.dumps({"06 new": {"lines": ["old"]}, "07 other": {"lines": ["x"]}}))
+    old = {"06 new": {"lines": ["old"]}, "06 gone": {"lines": ["y"]}, "07 other": {"lines": ["x"]}}
+    figures.write_text(json.dumps(old))
     monkeypatch.setattr(busy, "FIGURES", figures)
     path = copy_of("06", tmp_path)
     assert run_notebooks.run_checked(path, measure=loads(QUIET, QUIET), runner=RecordingRunner())
-    kept = json.loads(figures.read_text())
+    kept = json.loads(figures.read_text())  # 06's replaced, its vanished cell's dropped
     assert kept == {
         "06 new": {"machine": "CPU, x", "lines": ["1.5x"]},
         "07 other": {"lines": ["x"]},

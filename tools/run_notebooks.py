@@ -110,18 +110,22 @@ def run_checked(
         if timed and not _quiet(path, "after", measure(), force):
             return False
         nbformat.write(nb, path)
-        if record.exists() and not force:
-            keep_quiet_figures(record)
+        if timed and not force:
+            keep_quiet_figures(record, path.name[:2])
     print(f"{path}: {seconds:.1f} s")
     return True
 
 
-def keep_quiet_figures(record: Path) -> None:
-    """Merge the figures a quiet run's timing cells recorded into ``quiet_figures.json``, the
-    file their busy line quotes; each entry names the machine and the threads it ran on."""
+def keep_quiet_figures(record: Path, number: str) -> None:
+    """Put the figures that notebook ``number``'s timing cells recorded in a quiet run into
+    ``quiet_figures.json``, the file their busy line quotes, in place of the notebook's old ones
+    (a cell that was removed, or that found the machine busy, keeps none; a test then asks for a
+    new quiet run). Each entry names the machine and the threads it ran on."""
     figures = busy.FIGURES
     kept = json.loads(figures.read_text(encoding="utf-8")) if figures.exists() else {}
-    for line in record.read_text(encoding="utf-8").splitlines():
+    kept = {key: entry for key, entry in kept.items() if not key.startswith(f"{number} ")}
+    lines = record.read_text(encoding="utf-8").splitlines() if record.exists() else []
+    for line in lines:
         entry = json.loads(line)
         kept[entry.pop("key")] = entry
     figures.write_text(json.dumps(kept, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
