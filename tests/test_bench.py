@@ -325,7 +325,7 @@ def test_load_meter_sees_two_busy_processes_beside_a_sleeping_cell():
         for worker in workers:
             worker.kill()
             worker.wait()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = os.cpu_count() or 1  # /proc/stat counts every core of the machine
     assert load.others > min(2 / cores, 1.0) * 0.6  # two spinning cores out of `cores`
 
 

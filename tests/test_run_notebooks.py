@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import shutil
+import time
 
 import nbformat
 import pytest
@@ -231,3 +232,36 @@ def test_a_progress_bar_is_not_mistaken_for_an_explorer():
 
 def test_a_notebook_without_widget_state_gets_no_pictures():
     assert run_notebooks.store_explorer_pictures(nbformat.v4.new_notebook()) == 0
+
+
+# --- tools.busy_check: do the timing cells say when the machine is busy? -----------------------
+
+
+def test_busy_check_finds_each_timing_cell_and_whether_it_said_busy():
+    from tools import busy_check
+
+    nb = nbformat.v4.new_notebook()
+    quiet, busy_cell = (nbformat.v4.new_code_cell('report("k", lines, load)') for _ in range(2))
+    quiet.outputs = [nbformat.v4.new_output("stream", text="1.5x\n")]
+    busy_cell.outputs = [
+        nbformat.v4.new_output("stream", text=f"1.5x\n{busy_check.BUSY_LINE} (x)\n")
+    ]
+    nb.cells = [
+        nbformat.v4.new_code_cell("x = 1"),
+        quiet,
+        nbformat.v4.new_markdown_cell("report("),
+        busy_cell,
+    ]
+    found = busy_check.timing_cells(nb)
+    assert [(i, said) for i, said, _ in found] == [(1, False), (3, True)]
+    assert found[0][2] == "1.5x"
+
+
+def test_busy_check_spinners_keep_cores_busy_and_end_with_the_block():
+    from tools import busy_check
+
+    with busy_check.spinners(1):
+        with busy.LoadMeter() as load:
+            time.sleep(0.5)
+    # /proc/stat counts every core of the machine: one spinning is 1 / cpu_count of them
+    assert load.others is None or load.others > 0.5 / (os.cpu_count() or 1)
