@@ -38,11 +38,14 @@ LAB_SETTINGS = {
     },
 }
 # Notes any moment, however brief, at which a document tab carries JupyterLab's modified mark
-# (an autosave clears it a second later). Started once the cells show: while JupyterLab loads
-# the file into the notebook the tab carries the mark for an instant, on any notebook.
+# (an autosave clears it a second later). Started once the file is loaded (LOADED): while
+# JupyterLab loads the file the tab carries the mark for an instant, on any notebook, and on a
+# busy machine the first cell shows before the rest have arrived (the status bar says "Cell 1/1").
 WATCH_DIRTY = """() => new MutationObserver(() => {
   if (document.querySelector('.lm-TabBar-tab.jp-mod-dirty')) window.dirtySeen = true;
 }).observe(document, {subtree: true, attributes: true, attributeFilter: ['class']})"""
+LOADED = """(cells) => new RegExp('Cell [0-9]+/' + cells + '(?![0-9])').test(
+  document.querySelector('#jp-main-statusbar')?.innerText)"""
 KERNEL_IDLE = """() => document.querySelector(
   ".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null
   && /ipykernel\\) \\| Idle/.test(document.querySelector('#jp-main-statusbar')?.innerText)"""
@@ -91,6 +94,7 @@ def test_opening_the_notebook_leaves_it_unmodified(lab, browser, path):
             wait_until="domcontentloaded",
         )
         page.wait_for_selector(f"{CURRENT} .jp-CodeCell", timeout=60_000)
+        page.wait_for_function(LOADED, arg=len(json.loads(before)["cells"]), timeout=60_000)
         page.evaluate(WATCH_DIRTY)
         page.wait_for_function(KERNEL_IDLE, timeout=60_000)
         page.wait_for_timeout(SETTLE_MS)
