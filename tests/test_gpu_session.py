@@ -194,3 +194,14 @@ def test_teaching_says_what_the_committed_gpu_runs_are():
         assert "no GPU run has been committed yet" in text
     for run in runs:
         assert run.device in text, f"TEACHING.md does not name the committed run on {run.device}"
+
+
+def test_notebook_07_s_results_cells_show_a_session_s_run(dry_run, tmp_path):
+    from test_lesson_07 import _run_results_cells
+
+    out, _, _ = dry_run
+    shutil.copytree(out, tmp_path / "benchmarks" / "results" / "cpu-dry-run")
+    (tmp_path / "notebooks").mkdir()
+    text = _run_results_cells(tmp_path / "notebooks")
+    assert "No GPU run" not in text and "cpu-dry-run: CPU (x86_64) (driver None, torch" in text
+    assert "ms per call" in text and "sdpa_direct" in text
