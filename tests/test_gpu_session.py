@@ -73,6 +73,8 @@ def test_the_dry_run_prints_the_budgets_a_table_of_the_parts_and_the_files(dry_r
     for i, part in enumerate(PARTS):
         assert re.search(rf"^{part.name}\s+ok\s+\d+\.\d\s+\d+", printed, flags=re.MULTILINE)
         assert f"  {file_name(i, part.name)} (" in printed
+    assert "headline figures:" in printed and "best SDPA: " in printed
+    assert "notebook tiny.ipynb: errors in" in printed
     log = (out / LOG).read_text()
     assert LOG in printed and all(line in log for line in printed.splitlines())
 
@@ -91,7 +93,7 @@ def test_the_dry_run_s_claims_and_kernels_are_measured_not_empty(dry_run):
     assert notebooks[0]["errors"][0]["ename"] == "ZeroDivisionError"  # recorded, not raised
 
 
-FAKE_PARTS = '''
+FAKE_PARTS = """
 import os, subprocess, sys, time
 
 def boom(ctx):
@@ -107,7 +109,7 @@ def hang(ctx):
     (ctx.out / "grandchild.pid").write_text(str(child.pid))
     ctx.put("partial", "kept")
     time.sleep(60)
-'''
+"""
 DRIVER = """
 import sys
 from pathlib import Path
@@ -149,7 +151,7 @@ def test_the_out_folder_must_hold_nothing_else(tmp_path, capsys):
 
 def _pins(text: str) -> dict[str, str]:
     found = re.findall(r"^([A-Za-z0-9_.-]+)==([^\s;]+)(?:;\s*(.*))?$", text, flags=re.MULTILINE)
-    return {gw.normalise(n): v for n, v, marker in found if "< \"3.11\"" not in marker}
+    return {gw.normalise(n): v for n, v, marker in found if '< "3.11"' not in marker}
 
 
 def test_the_travelling_wheels_pin_what_requirements_txt_pins():
@@ -174,7 +176,10 @@ def test_the_wheels_check_finds_two_versions_a_stray_and_a_missing_wheel(tmp_pat
     found = gw.problems(tmp_path)
     assert any(p.startswith("traitlets in 2 versions") for p in found)
     assert "numpy 2.0.0 is not in WHEELS" in found
-    assert f"{gw.normalise(gw.WHEELS[0].split('==')[0])}=={gw.WHEELS[0].split('==')[1]} is missing" in found
+    assert (
+        f"{gw.normalise(gw.WHEELS[0].split('==')[0])}=={gw.WHEELS[0].split('==')[1]} is missing"
+        in found
+    )
 
 
 def test_a_session_s_files_are_read_as_a_gpu_run_for_notebook_07(dry_run, tmp_path):

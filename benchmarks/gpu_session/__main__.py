@@ -16,9 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.gpu_session import LOG, MAX_TOTAL_S, PARTS, file_name
+from benchmarks.gpu_session import LOG, MAX_TOTAL_S, PARTS, file_name, wheels
 from benchmarks.gpu_session import session as ses
-from benchmarks.gpu_session import wheels
 
 
 def budgets(dry: bool, short: bool) -> list[float]:
@@ -102,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
 
     records = ses.run_parts(PARTS, plan, out, args.dry_run, args.short, {"install": install},
                             stop_after=no_gpu)  # fmt: skip
+    from benchmarks.gpu_session.summary import lines
+
+    ses.log_line(out, "\nheadline figures:\n  " + "\n  ".join(lines(out)))
     ses.log_line(out, "\n" + ses.table(records))
     ses.log_line(out, f"total {time.monotonic() - start:.1f} s; files written in {out}:")
     for f in sorted(out.iterdir()):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -95,8 +96,8 @@ def chosen(ctx: Context, sizes: dict) -> list[dict]:
                                                    ("prefill", "decode")):  # fmt: skip
         T_q = sizes["T"] if query == "prefill" else 1
         (q, k, v), kw = _inputs(sizes["B"], sizes["h"], T_q, sizes["T"], d, dtype, ctx.device, mask)
-        result, refused = attempt(lambda: profiled(  # noqa: B023
-            lambda: F.scaled_dot_product_attention(q, k, v, **kw), ctx.device))  # noqa: B023
+        call = partial(F.scaled_dot_product_attention, q, k, v, **kw)
+        result, refused = attempt(partial(profiled, call, ctx.device))
         backend, ops, kernels = result if result else ("refused", [], [])
         rows.append(dict(dtype=str(dtype)[6:], mask=mask, d_k=d, query=query, backend=backend,
                          ops=ops, kernels=kernels, message=refused))  # fmt: skip
@@ -177,7 +178,6 @@ def gqa_memory(ctx: Context, sizes: dict) -> list[dict]:
                          peak_mib=None if peak is None else peak / 2**20,
                          repeated_kv_mib=repeated / 2**20,
                          output_mib=B * h * T * d * 2 / 2**20))  # fmt: skip
-        del q, k, v
     return rows
 
 
@@ -185,8 +185,16 @@ def run(ctx: Context) -> None:
     if ctx.dry:
         sizes = dict(B=1, h=4, T=16, B_gqa=1, h_gqa=4, T_gqa=32, d_k=(64,), dtypes=DTYPES[:2])
     else:  # the GQA case: k and v repeated would be 4 * 32 * 4096 * 128 * 2 * 2 bytes = 256 MiB
-        sizes = dict(B=2, h=8, T=512, B_gqa=4, h_gqa=32, T_gqa=2048 if ctx.short else 4096,
-                     d_k=(64, 128), dtypes=DTYPES)
+        sizes = dict(
+            B=2,
+            h=8,
+            T=512,
+            B_gqa=4,
+            h_gqa=32,
+            T_gqa=2048 if ctx.short else 4096,
+            d_k=(64, 128),
+            dtypes=DTYPES,
+        )
     ctx.put("sizes", {k: [str(x) for x in v] if k == "dtypes" else v for k, v in sizes.items()})
     for name in KEYS[1:]:
         ctx.put(name, globals()[name](ctx, sizes))

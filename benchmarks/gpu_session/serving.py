@@ -52,7 +52,7 @@ def paged(ctx: Context, s: dict, device: torch.device, dtype: torch.dtype) -> di
                                          lens_d)  # fmt: skip
 
     with torch.no_grad():
-        err = (paged_attention(q, k_cache, v_cache, tables, lens_d).float() - sdpa().float())
+        err = paged_attention(q, k_cache, v_cache, tables, lens_d).float() - sdpa().float()
         out = dict(max_abs_vs_sdpa=err.abs().max().item(), seq_lens=lens.tolist())
         for name, fn in (("paged_checked", lambda: paged_attention(q, k_cache, v_cache, tables,
                                                                    lens_d)),
@@ -69,7 +69,11 @@ def split_kv(ctx: Context, s: dict, device: torch.device, dtype: torch.dtype) ->
     B, h, d, T = s["B"], s["h"], s["d"], s["T_long"]
     q = torch.randn(B, h, 1, d, generator=gen).to(device, dtype)
     k, v = (torch.randn(B, h, T, d, generator=gen).to(device, dtype) for _ in "kv")
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else None
+    sms = (
+        torch.cuda.get_device_properties(device).multi_processor_count
+        if device.type == "cuda"
+        else None
+    )
     rows = []
     with torch.no_grad():
         ref = F.scaled_dot_product_attention(q, k, v)

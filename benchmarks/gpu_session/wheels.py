@@ -56,10 +56,14 @@ def problems(folder: Path = FOLDER) -> list[str]:
     """What is wrong with ``folder`` (empty when nothing): a project in two versions, a wheel
     :data:`WHEELS` does not name or at another version, a named one missing, too many MiB."""
     found, wanted = wheel_versions(folder), dict(_pin(w) for w in WHEELS)
-    out = [f"{name} in {len(v)} versions: {', '.join(v)}" for name, v in found.items() if len(v) > 1]
+    out = [
+        f"{name} in {len(v)} versions: {', '.join(v)}" for name, v in found.items() if len(v) > 1
+    ]
     out += [f"{name} {v[0]} is not in WHEELS" for name, v in found.items()
             if wanted.get(name) not in v]  # fmt: skip
-    out += [f"{name}=={version} is missing" for name, version in wanted.items() if name not in found]
+    out += [
+        f"{name}=={version} is missing" for name, version in wanted.items() if name not in found
+    ]
     mib = sum(w.stat().st_size for w in Path(folder).glob("*.whl")) / 2**20
     if mib > MAX_MIB:
         out.append(f"the wheels take {mib:.1f} MiB, over {MAX_MIB}")
