@@ -102,7 +102,11 @@ def install(folder: Path = FOLDER) -> dict:
     command = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
                "--no-compile", "--no-cache-dir", "--disable-pip-version-check",
                "--target", target, *map(str, wheels)]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=180)
+    except subprocess.TimeoutExpired:
+        return dict(target=target, wheels=len(wheels), pip_exit_code=None,
+                    note="pip install took over 180 s: stopped; going on without it")  # fmt: skip
     report = dict(target=target, wheels=len(wheels), pip_exit_code=done.returncode,
                   problems=problems(folder))  # fmt: skip
     if done.returncode:
