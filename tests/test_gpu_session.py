@@ -210,3 +210,13 @@ def test_notebook_07_s_results_cells_show_a_session_s_run(dry_run, tmp_path):
     text = _run_results_cells(tmp_path / "notebooks")
     assert "No GPU run" not in text and "cpu-dry-run: CPU (x86_64) (driver None, torch" in text
     assert "ms per call" in text and "sdpa_direct" in text
+
+
+def test_the_notebooks_part_finds_each_notebook_it_plans_and_names_the_results_folder():
+    from benchmarks.gpu_session import notebooks
+    from benchmarks.gpu_session.__main__ import gpu_folder
+
+    assert sorted(notebooks.FULL) == [f"{n:02d}" for n in range(7, 14)]
+    for number in notebooks.FULL:
+        assert len(list((ROOT / "notebooks").glob(f"{number}_*.ipynb"))) == 1, number
+    assert gpu_folder("NVIDIA H100 80GB HBM3") == "benchmarks/results/nvidia-h100-80gb-hbm3"
