@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test lint notebooks sync-notebooks site bench student nbgrader clean
+.PHONY: setup lab test lint notebooks sync-notebooks site bench gpu-wheels student nbgrader clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -69,3 +69,8 @@ clean:
 # `make bench BENCH_ARGS="--preset gpu --out benchmarks/results/h200"`: see benchmarks/README.md.
 bench: setup
 	$(PY) -m benchmarks $(BENCH_ARGS)
+
+# The wheels a lent GPU machine (Python 3.12, no network) needs for `python -m benchmarks.gpu_session`,
+# into the git-ignored gpu-wheels/ (about 17 MiB): see benchmarks/README.md, "One call on a lent GPU".
+gpu-wheels: setup
+	$(PY) -m benchmarks.gpu_session.wheels gpu-wheels

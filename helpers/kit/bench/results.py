@@ -39,7 +39,8 @@ class GpuRun:
 
 
 def load_gpu_runs(root: str | Path) -> list[GpuRun]:
-    """Every results folder under ``root`` that holds a CSV and a JSON, sorted by name.
+    """Every results folder under ``root`` that holds a CSV and a JSON, or the JSON files of a
+    GPU session (the env part's environment and the sweep rows of its parts), sorted by name.
 
     ``root`` is the ``benchmarks/results`` folder (``../benchmarks/results`` from a notebook);
     a missing folder gives no runs. ``root/local`` holds runs on a learner's own machine, which
@@ -50,12 +51,26 @@ def load_gpu_runs(root: str | Path) -> list[GpuRun]:
     runs = []
     for folder in folders:
         csvs, jsons = sorted(folder.glob("*.csv")), sorted(folder.glob("*.json"))
-        if folder.name == "local" or not csvs or not jsons:
+        if folder.name == "local" or not jsons:
             continue
-        details = json.loads(jsons[0].read_text())
+        if csvs:
+            details, table = json.loads(jsons[0].read_text()), read_csvs(csvs)
+        else:  # a GPU session's folder (python -m benchmarks.gpu_session): parts' JSON files
+            details, table = _session(jsons)
+        if details is None or (not csvs and table.empty):
+            continue
         device = str(details.get("device_name", "an unnamed device"))
-        runs.append(GpuRun(folder.name, device, details, read_csvs(csvs)))
+        runs.append(GpuRun(folder.name, device, details, table))
     return runs
+
+
+def _session(jsons: list[Path]) -> tuple[dict | None, pd.DataFrame]:
+    """The env part's environment and the measured rows of every part that has them."""
+    parts = [json.loads(j.read_text()) for j in jsons]
+    results = [p.get("results") or {} for p in parts if isinstance(p, dict) and "part" in p]
+    details = next((r["environment"] for r in results if "environment" in r), None)
+    rows = [row for r in results for row in r.get("rows", []) if "contender" in row]
+    return details, pd.DataFrame(rows)
 
 
 def read_csvs(files: list[Path]) -> pd.DataFrame:
