@@ -11,14 +11,22 @@ import os
 import subprocess
 import sys
 
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from notebook_tools import verdict
 
+from helpers.kit import exercises
 from helpers.kit.env import single_thread
+from helpers.kit.explorer import explore
+from helpers.lessons.nb14 import explorers as pictures
+from helpers.lessons.nb14.workload import chat_requests
 from helpers.serving import PrefixCache, Request, block_hashes, serve
 from helpers.serving import model as lm
+from helpers.serving.prefix import chain_hash
 
 SLOW = settings(max_examples=15, deadline=None, derandomize=True)
 FAST = settings(max_examples=40, deadline=None, derandomize=True)
@@ -245,3 +253,153 @@ def test_bad_input_to_the_prefix_cache_and_the_budget_gets_a_clear_error(case):
     call, error, message = BAD[case]
     with pytest.raises(error, match=message):
         call()
+
+
+# --- notebook 14's exercises --------------------------------------------------------------------
+
+EXERCISES = ("chained_hashes", "cached_prefix_tokens", "step_plan")
+
+
+def _chained(tokens, size):
+    hashes, previous = [], 0
+    for j in range(len(tokens) // size):
+        previous = chain_hash(previous, tokens[j * size : (j + 1) * size])
+        hashes.append(previous)
+    return hashes
+
+
+def _cached(prompt, size, cached):
+    shared = 0
+    for h in block_hashes(prompt[:-1], size):
+        if h not in cached:
+            break
+        shared += size
+    return shared
+
+
+def _plan(decodes, prompts, budget):
+    plan = [(rid, 1) for rid in decodes[:budget]]
+    left = budget - len(plan)
+    for rid, tokens in prompts:
+        if left == 0:
+            break
+        plan.append((rid, min(tokens, left)))
+        left -= plan[-1][1]
+    return plan
+
+
+RIGHT = {"chained_hashes": _chained, "cached_prefix_tokens": _cached, "step_plan": _plan}
+WRONG = {
+    "chained_hashes": {
+        "own_tokens_only": lambda t, s: [
+            chain_hash(0, t[j * s : (j + 1) * s]) for j in range(len(t) // s)
+        ],
+        "partial_block_too": lambda t, s: (
+            _chained(t, s)
+            + (
+                [chain_hash(_chained(t, s)[-1] if len(t) >= s else 0, t[len(t) // s * s :])]
+                if len(t) % s
+                else []
+            )
+        ),  # fmt: skip
+    },
+    "cached_prefix_tokens": {
+        "whole_prompt": lambda p, s, c: _cached(p + [0], s, c),
+        "every_hash_in_the_set": lambda p, s, c: s * sum(h in c for h in block_hashes(p[:-1], s)),
+    },
+    "step_plan": {
+        "prompts_first": lambda d, p, b: (
+            _plan([], p, b)[: b - len(d)]
+            + [(r, 1) for r in d][: b - sum(n for _, n in _plan([], p, b)[: b - len(d)])]
+        ),
+        "no_chunks": lambda d, p, b: [(r, 1) for r in d[:b]] + list(p),
+        "every_decode": lambda d, p, b: [(r, 1) for r in d] + _plan([], p, max(b - len(d), 0)),
+    },
+}
+CAUGHT_BY = [
+    ("chained_hashes", "own_tokens_only", 2, "expected"),
+    ("chained_hashes", "partial_block_too", 1, "a partial block has none"),
+    ("cached_prefix_tokens", "whole_prompt", 2, "Hash prompt[:-1]"),
+    ("cached_prefix_tokens", "every_hash_in_the_set", 3, "stop at the first block"),
+    ("step_plan", "prompts_first", 1, "decodes go first"),
+    ("step_plan", "no_chunks", 1, "expected"),
+    ("step_plan", "every_decode", 3, "the rest wait a step"),
+]
+
+
+def test_notebook_14_registers_its_three_exercises():
+    assert {e.name for e in exercises.for_notebook("14")} == set(EXERCISES)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_every_exercise_of_notebook_14_reports_a_stub_as_not_attempted(name):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert verdict(name, stub) == "not attempted"
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_notebook_14_exercises_pass_right_answers(name):
+    assert verdict(name, RIGHT[name]) == "passed"
+
+
+@pytest.mark.parametrize(
+    ("name", "mistake", "check", "message"), CAUGHT_BY, ids=[c[1] for c in CAUGHT_BY]
+)
+def test_each_exercise_of_notebook_14_rejects_a_typical_wrong_answer(
+    name, mistake, check, message, capsys
+):
+    assert verdict(name, WRONG[name][mistake]) == "failed"
+    exercises.check(name, WRONG[name][mistake])
+    out = capsys.readouterr().out
+    total = len(exercises.get(name).checks)
+    assert f"check {check} (of {total}) failed" in out and message in out, out
+
+
+# --- notebook 14's explorers --------------------------------------------------------------------
+
+
+def test_the_pool_picture_marks_hits_and_keeps_cached_blocks_of_finished_requests():
+    result = pictures.pool_run(40)
+    index = next(i for i, h in enumerate(result.history) if pictures.hits_at(result, i))
+    record = result.history[index]
+    admitted = record.prefills[0]
+    held = {b for b, owners in enumerate(record.owners) if admitted in owners}
+    assert pictures.hits_at(result, index) <= held
+    labels = pictures.prefix_labels(result)
+    assert labels[block_hashes(chat_requests()[0].prompt, 4)[0]] == -1  # the system prompt
+    assert any(not record.owners[b] for b in result.history[-1].cached)  # cached and free
+
+
+def test_the_budget_picture_never_shows_a_step_over_the_budget():
+    for budget in (8, 64):
+        assert max(h.tokens for h in pictures.budget_run(budget).history) <= budget
+    fig, caption = pictures.render_budget(16)
+    assert "largest ran 16 tokens" in caption
+    plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    ("render", "args", "message"),
+    [(pictures.render_prefix_pool, (3, 41), "num_blocks must be one of"),
+     (pictures.render_prefix_pool, (99, 40), "step must lie in"),
+     (pictures.render_budget, (17,), "budget must be one of")],
+)  # fmt: skip
+def test_the_pictures_name_the_bad_argument(render, args, message):
+    with pytest.raises(ValueError, match=message):
+        render(*args)
+
+
+def test_explorers_of_notebook_14_redraw_when_driven_headless():
+    step = widgets.IntSlider(value=3, min=0, max=pictures.MAX_STEP)
+    box = explore(pictures.render_prefix_pool, step=step,
+                  num_blocks=widgets.Dropdown(options=pictures.POOL_SIZES, value=40))  # fmt: skip
+    first = box.image.value
+    step.value = 9
+    assert box.image.value != first and "found by hash" in box.caption.value
+    budget = widgets.SelectionSlider(options=pictures.BUDGETS, value=16)
+    box = explore(pictures.render_budget, budget=budget)
+    first = box.image.value
+    budget.value = 64
+    assert box.image.value != first and "largest ran 64 tokens" in box.caption.value
