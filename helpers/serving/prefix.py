@@ -43,7 +43,7 @@ def block_hashes(tokens: Sequence[int], block_size: int) -> list[int]:
     size = checks.require_positive_int("block_size", block_size)
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence | np.ndarray):
         raise TypeError(f"tokens must be a list of token ids (ints), got {tokens!r}")
-    bad = [t for t in tokens if isinstance(t, bool | np.bool_) or not isinstance(t, numbers.Integral)]
+    bad = [t for t in tokens if isinstance(t, bool) or not isinstance(t, numbers.Integral)]
     if bad:
         raise TypeError(f"tokens must be token ids (ints), got {bad[0]!r} in {list(tokens)!r}")
     hashes, previous = [], 0
@@ -122,7 +122,8 @@ class PrefixCache(BlockAllocator):
         table, hashes = self.table(seq), self.hashes.setdefault(seq, [])
         size = self.block_size
         for j in range(len(hashes), len(computed) // size):
-            hashes.append(chain_hash(hashes[-1] if hashes else 0, computed[j * size : (j + 1) * size]))
+            previous = hashes[-1] if hashes else 0
+            hashes.append(chain_hash(previous, computed[j * size : (j + 1) * size]))
             if hashes[-1] not in self.by_hash and table[j] not in self.hash_of:
                 self.by_hash[hashes[-1]], self.hash_of[table[j]] = table[j], hashes[-1]
 

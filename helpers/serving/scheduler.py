@@ -193,7 +193,8 @@ class Scheduler:
             else:
                 self.allocator.allocate(request.rid, len(tokens))
                 request.cached_tokens = 0
-            self.fed[request.rid], self.prefill_end[request.rid] = request.cached_tokens, len(tokens)
+            self.fed[request.rid] = request.cached_tokens
+            self.prefill_end[request.rid] = len(tokens)
             self.running.append(request)
             admitted.append(self._chunk(request, budget))
             budget -= len(admitted[-1].tokens)
