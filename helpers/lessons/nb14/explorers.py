@@ -152,7 +152,7 @@ def render_budget(budget: int) -> tuple[Figure, str]:
     in their colours, the short ones in blue), the budget as a dashed line."""
     result = budget_run(_choice("budget", budget, BUDGETS))
     colours = sns.color_palette("colorblind", 8)
-    fill = {6: colours[6], 7: colours[7]}
+    fill = {6: colours[1], 7: colours[2]}
     bars, faces = [], []
     for h in result.history:
         bars.append(plt.Rectangle((h.step - 0.45, 0), 0.9, len(h.decodes)))
@@ -167,7 +167,7 @@ def render_budget(budget: int) -> tuple[Figure, str]:
     ax.add_collection(PatchCollection(bars, facecolors=faces, linewidths=0))
     ax.axhline(budget, color="black", lw=1, ls="--")
     most = max(h.tokens for h in result.history)
-    ax.set(xlabel="engine step", ylabel="tokens in the step", xlim=(-1, 80), ylim=(0, 110))
+    ax.set(xlabel="engine step", ylabel="tokens in the step", xlim=(-1, 60), ylim=(0, 110))
     handles = [
         plt.Rectangle((0, 0), 1, 1, color=c) for c in ((0.6,) * 3, colours[0], *fill.values())
     ]
