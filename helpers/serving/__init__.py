@@ -1,4 +1,4 @@
-"""Serving many requests at once: notebook 12.
+"""Serving many requests at once: notebooks 12 and 14.
 
 - :mod:`~helpers.serving.blocks`: a paged KV cache (blocks, block tables, a free list,
   reference counts, copy-on-write);
@@ -8,6 +8,8 @@
 - :mod:`~helpers.serving.split_kv`: :func:`split_kv_attention`, FlashDecoding's split of a long
   cache merged by log-sum-exps;
 - :mod:`~helpers.serving.speculative`: :func:`speculative_decode` with a draft model;
+- :mod:`~helpers.serving.prefix`: :func:`block_hashes` and automatic prefix caching (notebook 14;
+  chunked prefill is the scheduler's ``max_batched_tokens``);
 - :mod:`~helpers.serving.model`: the tiny models served (the text they learned and the
   seeded request mixes of notebook 12 are its lesson's, ``helpers.lessons.nb12``).
 """
@@ -15,6 +17,7 @@
 from helpers.serving.blocks import BlockAllocator, PagedKVCache, PoolFull
 from helpers.serving.engine import serve
 from helpers.serving.paged import paged_attention
+from helpers.serving.prefix import PrefixCache, block_hashes
 from helpers.serving.scheduler import Request
 from helpers.serving.speculative import speculative_decode
 from helpers.serving.split_kv import split_kv_attention
@@ -23,7 +26,9 @@ __all__ = [
     "BlockAllocator",
     "PagedKVCache",
     "PoolFull",
+    "PrefixCache",
     "Request",
+    "block_hashes",
     "paged_attention",
     "serve",
     "speculative_decode",

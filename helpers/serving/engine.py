@@ -18,11 +18,13 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from helpers.kit import checks
 from helpers.rope import apply_rope
 from helpers.serving.blocks import PagedKVCache, PoolFull
 from helpers.serving.checks import check_cache, check_packed, check_requests, check_tokens
 from helpers.serving.model import TinyLM
 from helpers.serving.paged import paged_attention_unchecked
+from helpers.serving.prefix import PrefixCache
 from helpers.serving.scheduler import Request, Scheduler, Work
 
 
@@ -89,12 +91,14 @@ class StepRecord:
 
     step: int
     tokens: int  # tokens in the packed batch
-    prefills: list[int]  # requests admitted (prefilled) this step
+    prefills: list[int]  # requests that ran a prefill (or a chunk of one) this step
     decodes: list[int]
     finished: list[int]
     preempted: list[int]
     owners: list[tuple[int, ...]]  # per block: the requests holding it after the step
     filled: list[int]  # per block: how many of its slots hold a token
+    cached: dict[int, int] = field(default_factory=dict)  # block -> hash of the prefix it holds
+    seconds: float = 0.0  # when the step ended, after the run started
 
 
 @dataclass
@@ -130,15 +134,17 @@ class Engine:
         finished = []
         if work:
             logits = self._forward(work)
+            self.scheduler.computed(work)  # their keys are in the cache now
             ends = torch.tensor([len(w.tokens) for w in work]).cumsum(0) - 1
-            for w, row in zip(work, logits[ends], strict=True):
-                if self._emit(w.request, row, clock):
+            for w, row in zip(work, logits[ends], strict=True):  # a prompt's last chunk, a decode
+                if w.last and self._emit(w.request, row, clock):
                     finished.append(w.request.rid)
         record = StepRecord(
             self.step_count, sum(len(w.tokens) for w in work),
-            [w.request.rid for w in work if w.start == 0],
-            [w.request.rid for w in work if w.start > 0], finished,
+            [w.request.rid for w in work if w.prefill],
+            [w.request.rid for w in work if not w.prefill], finished,
             [r.rid for r in preempted], *self._owners(),
+            dict(getattr(self.cache.allocator, "hash_of", {})), time.perf_counter() - clock,
         )  # fmt: skip
         self.step_count += 1
         return record
@@ -184,18 +190,24 @@ def _flat(lists) -> Tensor:
 
 def serve(
     model: TinyLM, requests: list[Request], num_blocks: int, block_size: int, max_batch: int,
-    policy: str = "continuous", progress: bool = False,
+    policy: str = "continuous", progress: bool = False, prefix_caching: bool = False,
+    max_batched_tokens: int | None = None,
 ) -> ServeResult:  # fmt: skip
     """Run ``requests`` (fresh copies: the originals stay untouched) to the end.
 
     A request joins the queue at the step of its ``arrival``; steps with nothing to run are
     skipped. The pool holds ``num_blocks`` blocks of ``block_size`` tokens in the model's dtype.
+    ``prefix_caching=True`` shares the blocks of cached prefixes (notebook 14);
+    ``max_batched_tokens=N`` runs at most N tokens a step, prompts in chunks.
     """
     check_requests(model, requests, progress)  # all of them before the run: none fails half-way
+    checks.require_bool("prefix_caching", prefix_caching)
     first = model.layers[0]
     cache = PagedKVCache(len(model.layers), num_blocks, block_size, first.num_kv_heads,
                          first.d_k, model.unembed.weight.dtype)  # fmt: skip
-    engine = Engine(model, cache, Scheduler(cache, max_batch, policy))
+    if prefix_caching:
+        cache.allocator = PrefixCache(num_blocks, block_size)
+    engine = Engine(model, cache, Scheduler(cache, max_batch, policy, max_batched_tokens))
     fresh = [Request(r.rid, list(r.prompt), r.max_new_tokens, r.arrival) for r in requests]
     for request in fresh:
         engine.scheduler.check(request)  # each fits in the pool

@@ -1,4 +1,4 @@
-"""Which requests run at each step, and where their tokens go (notebook 12, section 5).
+"""Which requests run at each step, and where their tokens go (notebooks 12 and 14).
 
 Each engine step the scheduler
 
@@ -11,6 +11,12 @@ Each engine step the scheduler
    as a request finishes; ``policy="static"`` only when the whole running batch has finished.
 
 A request that could never fit in the pool, even alone, is refused when it is added.
+
+Notebook 14 adds two things. With a :class:`~helpers.serving.prefix.PrefixCache` as the cache's
+allocator, admission shares the blocks of the prompt's longest cached prefix and prefills only
+the rest. With ``max_batched_tokens=N`` no step runs more than N tokens: decodes first (oldest
+first; beyond N the newest wait a step), then chunks of partly prefilled and then of newly
+admitted prompts, oldest first (*chunked prefill*).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 
 from helpers.kit import checks
 from helpers.serving.blocks import PagedKVCache
+from helpers.serving.prefix import PrefixCache
 
 POLICIES = ("continuous", "static")
 
@@ -41,6 +48,7 @@ class Request:
     first_token_seconds: float | None = None  # after the run started
     finish_seconds: float | None = None
     preemptions: int = 0
+    cached_tokens: int = 0  # of its last admission's prefill: shared instead of computed
 
     @property
     def tokens(self) -> list[int]:
@@ -60,16 +68,29 @@ class Work:
     tokens: list[int]
     start: int  # the position of tokens[0] in the request
     slots: list[int]
+    prefill: bool = True  # a prompt's chunk (False: one decoded token)
+
+    @property
+    def last(self) -> bool:
+        """True when the work reaches the request's last token: its logits choose the next."""
+        return self.start + len(self.tokens) == len(self.request.tokens)
 
 
 class Scheduler:
     """Waiting and running requests over one :class:`~helpers.serving.blocks.PagedKVCache`."""
 
-    def __init__(self, cache: PagedKVCache, max_batch: int, policy: str = "continuous") -> None:
+    def __init__(self, cache: PagedKVCache, max_batch: int, policy: str = "continuous",
+                 max_batched_tokens: int | None = None) -> None:  # fmt: skip
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         self.cache, self.allocator, self.policy = cache, cache.allocator, policy
         self.max_batch = checks.require_positive_int("max_batch", max_batch)
+        self.budget = None
+        if max_batched_tokens is not None:
+            self.budget = checks.require_positive_int("max_batched_tokens", max_batched_tokens)
+        self.caching = isinstance(self.allocator, PrefixCache)
+        self.fed: dict[int, int] = {}  # rid -> its tokens whose keys are in the cache
+        self.prefill_end: dict[int, int] = {}  # rid -> its tokens at admission
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
 
@@ -90,17 +111,35 @@ class Scheduler:
             )
 
     def schedule(self) -> tuple[list[Work], list[Request]]:
-        """This step's work (decodes first, then the newly admitted prefills), and the requests
-        preempted to make room."""
+        """This step's work (decodes, then prefill chunks of running and then of newly admitted
+        requests), and the requests preempted to make room."""
         preempted: list[Request] = []
         decodes: list[Work] = []
+        budget = float("inf") if self.budget is None else self.budget
         for request in list(self.running):  # oldest first; the newest is preempted first
+            if request not in self.running or self._prefilling(request):
+                continue
+            if len(decodes) == budget:
+                break  # beyond the budget the newest decodes wait a step
             while request in self.running and not self._has_room_for_next(request):
                 preempted.append(self._preempt_last())
             if request not in self.running:  # it was the last one, and is preempted itself
                 break
             decodes.append(self._decode(request))
-        return decodes + self._admit(), preempted
+        budget -= len(decodes)
+        chunks = []
+        for request in self.running:  # partly prefilled prompts, oldest first
+            if self._prefilling(request) and budget > 0:
+                chunks.append(self._chunk(request, budget))
+                budget -= len(chunks[-1].tokens)
+        return decodes + chunks + self._admit(budget), preempted
+
+    def computed(self, work: list[Work]) -> None:
+        """The step has run: its tokens' keys are in the cache (and their full blocks named)."""
+        for w in work:
+            self.fed[w.request.rid] = w.start + len(w.tokens)
+            if self.caching:
+                self.allocator.register(w.request.rid, w.request.tokens[: w.start + len(w.tokens)])
 
     def finish(self, request: Request) -> None:
         """A request has all its tokens: its blocks go back to the pool."""
@@ -120,25 +159,45 @@ class Scheduler:
         self.waiting.appendleft(victim)
         return victim
 
+    def _prefilling(self, request: Request) -> bool:
+        return self.fed[request.rid] < self.prefill_end[request.rid]
+
     def _decode(self, request: Request) -> Work:
         position = len(request.tokens) - 1  # the last generated token, not yet in the cache
-        return Work(request, request.tokens[-1:], position, [self.cache.append(request.rid)])
+        slot = self.cache.append(request.rid)
+        return Work(request, request.tokens[-1:], position, [slot], prefill=False)
 
-    def _admit(self) -> list[Work]:
+    def _chunk(self, request: Request, budget: float) -> Work:
+        """The request's next prefill chunk: as many of its prompt's uncomputed tokens as fit."""
+        start = self.fed[request.rid]
+        stop = int(min(self.prefill_end[request.rid], start + budget))
+        tokens = request.tokens[start:stop]
+        return Work(request, tokens, start, self.allocator.slots(request.rid, start, stop))
+
+    def _admit(self, budget: float) -> list[Work]:
         if self.policy == "static" and self.running:
             return []
         admitted = []
-        while self.waiting and len(self.running) < self.max_batch:
+        while self.waiting and len(self.running) < self.max_batch and budget > 0:
             request = self.waiting[0]
             tokens = request.tokens  # a preempted request is prefilled again, output included
-            if self.allocator.blocks_for(len(tokens)) > self.allocator.num_free:
+            if self.caching:
+                need = self.allocator.blocks_needed(tokens)
+            else:
+                need = self.allocator.blocks_for(len(tokens))
+            if need > self.allocator.num_free:
                 break  # oldest first: nobody overtakes the request at the head
             self.waiting.popleft()
-            self.allocator.allocate(request.rid, len(tokens))
+            if self.caching:  # the blocks of its longest cached prefix are shared, not computed
+                request.cached_tokens = self.allocator.allocate_cached(request.rid, tokens)
+            else:
+                self.allocator.allocate(request.rid, len(tokens))
+                request.cached_tokens = 0
+            self.fed[request.rid] = request.cached_tokens
+            self.prefill_end[request.rid] = len(tokens)
             self.running.append(request)
-            admitted.append(
-                Work(request, tokens, 0, self.allocator.slots(request.rid, 0, len(tokens)))
-            )
+            admitted.append(self._chunk(request, budget))
+            budget -= len(admitted[-1].tokens)
         return admitted
 
 

@@ -1,0 +1,1 @@
+"""Notebook 14: automatic prefix caching and chunked prefill."""
