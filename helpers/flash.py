@@ -60,48 +60,38 @@ def flash_attention_numpy(
 ) -> np.ndarray:
     """Exact attention by tiles and the online softmax, never holding a ``(T_q, T_k)`` array.
 
-    Returns the output ``(..., T_q, d_v)``; batch dimensions broadcast as in the reference.
-    Inputs so large that a score ``q k^T / sqrt(d)`` overflows are refused, as the reference
-    refuses them. Notebook 09, section 2.
+    The output ``(..., T_q, d_v)`` of :func:`flash_forward`. Notebook 09, section 2.
     """
-    _check(q, k, v, block_q, block_k, is_causal)
-    return _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal)[0]
+    return flash_forward(q, k, v, block_q, block_k, is_causal)[0]
 
 
+@np.errstate(over="ignore", invalid="ignore")  # scores that overflow are refused at the end
 def flash_forward(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, block_q: int, block_k: int, is_causal: bool
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    block_q: int = 64,
+    block_k: int = 64,
+    is_causal: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The tiled forward pass: ``(output (..., T_q, d_v), lse (..., T_q))`` (notebook 09).
 
-    Checked as :func:`flash_attention_numpy` is: q, k, v finite NumPy arrays, positive block
-    sizes, ``is_causal`` True or False, and scores that overflow refused.
+    Batch dimensions broadcast as in the reference; scores ``q k^T / sqrt(d)`` that overflow
+    q's dtype are refused, as the reference refuses them.
     """
-    _check(q, k, v, block_q, block_k, is_causal)
-    return _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal)
-
-
-def _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal):
-    """:func:`_tiled_forward` on the broadcast batch, refusing scores past q's dtype."""
+    checks.check_attention(q, k, v, None, np.ndarray, "NumPy array")
+    checks.expect(
+        block_q=(block_q, "int > 0"), block_k=(block_k, "int > 0"), is_causal=(is_causal, "bool")
+    )
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     q, k, v = (np.broadcast_to(x, (*batch, *x.shape[-2:])) for x in (q, k, v))  # views
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
-        out, lse = _tiled_forward(q, k, v, block_q, block_k, is_causal)
-    overflowed = ~np.isfinite(lse)  # every row sees key 0, so only an overflow gets here
-    if overflowed.any():
-        checks.raise_scores_overflow(f"{overflowed.sum()} of {lse.size} query rows", q, k)
-    return out, lse
-
-
-def _tiled_forward(q, k, v, block_q, block_k, is_causal):
-    """The tiles and the online softmax, unchecked: ``(out, lse)``."""
-    T_q, T_k = q.shape[-2], k.shape[-2]
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    out = np.zeros((*np.broadcast_shapes(q.shape[:-2], v.shape[:-2]), T_q, v.shape[-1]), q.dtype)
-    lse = np.full(out.shape[:-1], -np.inf, dtype=q.dtype)
+    T_q, T_k, scale = q.shape[-2], k.shape[-2], 1.0 / math.sqrt(q.shape[-1])
+    out = np.zeros((*batch, T_q, v.shape[-1]), q.dtype)
+    lse = np.full((*batch, T_q), -np.inf, dtype=q.dtype)
     for i0 in range(0, T_q, block_q):
         q_tile = q[..., i0 : i0 + block_q, :] * q.dtype.type(scale)  # (..., b_q, d)
         rows = np.arange(i0, min(i0 + block_q, T_q))
-        m = np.full((*out.shape[:-2], len(rows)), -np.inf, dtype=q.dtype)  # running max
+        m = np.full((*batch, len(rows)), -np.inf, dtype=q.dtype)  # running max
         l = np.zeros_like(m)  # running sum
         acc = np.zeros((*m.shape, v.shape[-1]), dtype=q.dtype)  # running output
         for j0 in range(0, T_k, block_k):
@@ -110,14 +100,16 @@ def _tiled_forward(q, k, v, block_q, block_k, is_causal):
             s = q_tile @ np.swapaxes(k[..., j0 : j0 + block_k, :], -1, -2)  # (..., b_q, b_k)
             if is_causal:
                 s = np.where(np.arange(j0, j0 + s.shape[-1]) <= rows[:, None], s, -np.inf)
-            m, l, acc = _online_update(m, l, acc, s, v[..., j0 : j0 + block_k, :])
+            m, l, acc = online_update(m, l, acc, s, v[..., j0 : j0 + block_k, :])
         seen = l > 0  # a row with no key keeps l = 0: zeros out, lse = -inf
         out[..., i0 : i0 + block_q, :] = acc / np.where(seen, l, 1.0)[..., None]
         lse[..., i0 : i0 + block_q] = np.where(seen, m + np.log(np.where(seen, l, 1.0)), -np.inf)
+    if not np.isfinite(lse).all():  # every row sees key 0, so only an overflow gets here
+        checks.raise_scores_overflow(f"{(~np.isfinite(lse)).sum()} of {lse.size} query rows", q, k)
     return out, lse
 
 
-def _online_update(m, l, acc, s, v_tile):
+def online_update(m, l, acc, s, v_tile):
     """Fold one tile of scores ``s (..., b_q, b_k)`` into the running max, sum and output."""
     m_new = np.maximum(m, s.max(axis=-1))
     m_safe = np.where(m_new == -np.inf, 0.0, m_new)  # a row with no key yet
@@ -213,14 +205,6 @@ def flash_backward_numpy(
     return dq, dk, dv
 
 
-def _check(q, k, v, block_q, block_k, is_causal) -> None:
-    """The entry checks of the public NumPy functions."""
-    checks.check_attention(q, k, v, None, np.ndarray, "NumPy array")
-    checks.require_positive_int("block_q", block_q)
-    checks.require_positive_int("block_k", block_k)
-    checks.require_bool("is_causal", is_causal)
-
-
 def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> Any:
     """The tiled forward pass as a Triton kernel: q, k, v torch tensors ``(B, h, T, d)``.
 
@@ -234,7 +218,7 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
     refused (the output would silently carry no gradient; use :func:`flash_attention_numpy`'s
     backward of Going further B, or SDPA, to train). Inside ``torch.no_grad()`` they are welcome.
     NaN, infinity and scores that overflow are not looked for: such a row comes out NaN, the
-    policy :mod:`helpers.attention_core` explains for every torch path.
+    policy :mod:`helpers.torch_attention` explains for every torch path.
     """
     import torch
 

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from helpers.attention_core import fused_attention
 from helpers.kit import checks
-from helpers.masks import causal_mask_lower_right
-from helpers.rope import apply_rope
+from helpers.rope import apply_rope_unchecked
+from helpers.torch_attention import causal_mask_torch, fused_attention
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ class GroupedQueryAttention(nn.Module):
         k = self.k_proj(x).view(B, T_new, self.num_kv_heads, self.d_k).transpose(1, 2)
         v = self.v_proj(x).view(B, T_new, self.num_kv_heads, self.d_k).transpose(1, 2)
         if self.rope:  # turn q and k by their own positions, before k goes into the cache
-            q, k = apply_rope(q, positions), apply_rope(k, positions)
+            q, k = apply_rope_unchecked(q, positions), apply_rope_unchecked(k, positions)
         keys = k if cache is None else torch.cat((cache.keys, k), dim=-2)  # (B, h_kv, T, d_k)
         values = v if cache is None else torch.cat((cache.values, v), dim=-2)
         start = 0 if cache is None else cache.start
@@ -135,8 +134,9 @@ class GroupedQueryAttention(nn.Module):
             shared_k, shared_v = (t.repeat_interleave(group, dim=1) for t in (keys, values))
         mask = None  # one new token with no window sees every cached token: nothing to mask
         if T_new > 1 or self.window is not None:
-            mask = torch.from_numpy(causal_mask_lower_right(T_new, keys.shape[-2], self.window))
-            mask = mask.to(x.device)  # (T_new, T), the diagonal aligned bottom-right
+            mask = causal_mask_torch(
+                T_new, keys.shape[-2], True, self.window, x.device
+            )  # (T_new, T)
         out = fused_attention(q, shared_k, shared_v, mask)  # SDPA, (B, h, T_new, d_k)
         if self.window is not None and keys.shape[-2] > self.window:  # keep only the last W
             start += keys.shape[-2] - self.window

@@ -40,7 +40,7 @@ def apply_rope(
     _check_positions(positions, x.shape[-2], f", one per token of x {tuple(x.shape)}")
     checks.require_same_device(x=x, positions=positions)
     checks.require_bool("interleaved", interleaved)
-    return _rotate(x, positions, _check_base(base), interleaved)
+    return apply_rope_unchecked(x, positions, _check_base(base), interleaved)
 
 
 def rope_angles(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
@@ -76,7 +76,11 @@ def _check_base(base: float) -> float:
     return float(base)
 
 
-def _rotate(x: Tensor, positions: Tensor, base: float, interleaved: bool) -> Tensor:
+def apply_rope_unchecked(
+    x: Tensor, positions: Tensor, base: float = 10000.0, interleaved: bool = False
+) -> Tensor:
+    """:func:`apply_rope` without its checks: for a layer whose forward made its positions itself
+    (``torch.arange``) or checked them once, so a model's every layer and step does not check again."""
     angles = _angles(positions, x.shape[-1], base)  # (T, d/2)
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     cos, sin = angles.cos().to(work), angles.sin().to(work)

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import attention_core as core
 from helpers import convert, counts, flash, inference, masks, parallel, rope
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
@@ -123,7 +122,7 @@ SDPA = [
     ),
     case(
         "torch_scaled_dot_product_attention_rejects_q_and_k_with_different_d_k",
-        lambda: core.scaled_dot_product_attention(
+        lambda: ta.scaled_dot_product_attention(
             torch.ones(2, 3, 5), torch.ones(2, 4, 7), torch.ones(2, 4, 6)
         ),
         ValueError,
@@ -133,7 +132,7 @@ SDPA = [
     ),
     case(
         "sdpa_helper_rejects_k_and_v_with_different_lengths",
-        lambda: core.sdpa(torch.ones(2, 3, 5), torch.ones(2, 4, 5), torch.ones(2, 6, 5)),
+        lambda: ta.sdpa(torch.ones(2, 3, 5), torch.ones(2, 4, 5), torch.ones(2, 6, 5)),
         ValueError,
         "k and v must share T_k",
         "k (2, 4, 5)",
@@ -400,7 +399,7 @@ PROBED = [
     ),
     case(
         "sdpa_rejects_a_truthy_string_as_is_causal",
-        lambda: core.sdpa(T3, T3, T3, is_causal="no"),
+        lambda: ta.sdpa(T3, T3, T3, is_causal="no"),
         TypeError,
         "is_causal must be True or False",
     ),
@@ -424,13 +423,13 @@ PROBED = [
     ),
     case(
         "sdpa_names_a_mask_on_another_device_than_q",
-        lambda: core.sdpa(T3, T3, T3, torch.ones(3, 3, dtype=torch.bool, device="meta")),
+        lambda: ta.sdpa(T3, T3, T3, torch.ones(3, 3, dtype=torch.bool, device="meta")),
         ValueError,
         "mask is on meta but the inputs are on cpu",
     ),
     case(
         "q_k_v_batch_dimensions_that_do_not_broadcast_are_named",
-        lambda: core.scaled_dot_product_attention(torch.ones(2, 3, 4), *[torch.ones(3, 5, 4)] * 2),
+        lambda: ta.scaled_dot_product_attention(torch.ones(2, 3, 4), *[torch.ones(3, 5, 4)] * 2),
         ValueError,
         "q, k and v must have batch dimensions",
         "q (2, 3, 4), k (3, 5, 4), v (3, 5, 4)",
@@ -600,7 +599,7 @@ LEFT_IN_00_07 = [
     ),
     case(
         "torch_q_k_v_on_different_devices_are_named",
-        lambda: core.sdpa(T3, META, T3),
+        lambda: ta.sdpa(T3, META, T3),
         ValueError,
         "q, k, v must be on one device",
         "k on meta (2, 3, 8)",

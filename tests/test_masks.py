@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import attention_core as core
 from helpers import masks
 from helpers import numpy_attention as npa
+from helpers import torch_attention as core
 
 
 def test_causal_mask_lets_query_i_see_keys_zero_to_i():

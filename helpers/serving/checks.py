@@ -52,33 +52,21 @@ def check_packed(model, tokens, positions, slots, tables, cache) -> None:
     """What :func:`packed_forward` needs: tokens in the vocabulary, positions within each
     token's table, slots in the pool, a cache that fits the model."""
     check_cache(model, cache)
-    for name, x in (("tokens", tokens), ("positions", positions), ("slots", slots)):
-        checks.require_integer_tensor(name, x, "(N,)")
-        checks.require_ndim(name, x, (1,), "(N,)")
-    checks.require_integer_tensor("tables", tables, "(N, max_blocks)")
-    N, vocab = len(tokens), model.unembed.weight.shape[0]
-    if N == 0 or len(positions) != N or len(slots) != N or tuple(tables.shape[:1]) != (N,):
-        raise ValueError(
-            f"tokens, positions, slots (N,) and tables (N, max_blocks) must share N >= 1: tokens "
-            f"{tuple(tokens.shape)}, positions {tuple(positions.shape)}, slots "
-            f"{tuple(slots.shape)}, tables {tuple(tables.shape)}"
-        )
-    if not 0 <= int(tokens.min()) <= int(tokens.max()) < vocab:
-        raise ValueError(f"tokens must lie in 0..{vocab - 1}, got {tokens.tolist()}")
-    if int(positions.min()) < 0:
-        raise ValueError(f"positions must be 0 or more, got {positions.tolist()}")
-    num_blocks, size = cache.keys.shape[1], cache.block_size
-    if int(positions.max()) >= tables.shape[1] * size:
-        raise ValueError(
-            f"positions must lie in 0..max_blocks * block_size - 1 = {tables.shape[1] * size - 1} "
-            f"(tables {tuple(tables.shape)}, block_size {size}), got {positions.tolist()}"
-        )
-    check_tables(tables, positions + 1, N, num_blocks, size, ("tables", "positions + 1", "N"))
-    if not 0 <= int(slots.min()) <= int(slots.max()) < num_blocks * size:
-        raise ValueError(
-            f"slots must lie in 0..num_blocks * block_size - 1 = {num_blocks * size - 1}, "
-            f"got {slots.tolist()}"
-        )
+    checks.expect(tokens=(tokens, "N: int"), positions=(positions, "N: int"), slots=(slots, "N: int"),
+                  tables=(tables, "N max_blocks: int"))  # fmt: skip
+    checks.require_range("tokens", tokens, 0, model.vocab - 1)
+    num_blocks, size, m = cache.keys.shape[1], cache.block_size, tables.shape[1]
+    checks.require_range(
+        "positions", positions, 0, m * size - 1, f"max_blocks * block_size - 1 = {m * size - 1}"
+    )
+    check_tables(tokens, tables, positions + 1, num_blocks, size, ("tables", "positions + 1"))
+    checks.require_range(
+        "slots",
+        slots,
+        0,
+        num_blocks * size - 1,
+        f"num_blocks * block_size - 1 = {num_blocks * size - 1}",
+    )
 
 
 def check_requests(model: Any, requests: Any, progress: Any) -> None:

@@ -45,7 +45,6 @@ def speculative_decode(
 ) -> Tensor:  # fmt: skip
     """``(1, T_0 + max_new_tokens)``: the prompt and the new tokens, as the target alone would
     choose them (greedy) or distributed as sampling from it would (``temperature > 0``)."""
-    _check(target, draft, prompt, max_new_tokens, num_draft, temperature, generator)
     rounds = speculative_rounds(
         target, draft, prompt, max_new_tokens, num_draft, temperature, generator
     )
@@ -57,7 +56,13 @@ def speculative_rounds(
     target: Model, draft: Model, prompt: Tensor, max_new_tokens: int, num_draft: int = 4,
     temperature: float = 0.0, generator: torch.Generator | None = None,
 ) -> Iterator[Round]:  # fmt: skip
-    """:func:`speculative_decode` round by round (unchecked): what each round proposed and kept."""
+    """:func:`speculative_decode` round by round: what each round proposed and kept. The
+    arguments are checked here, before the first round runs."""
+    _check(target, draft, prompt, max_new_tokens, num_draft, temperature, generator)
+    return _rounds(target, draft, prompt, max_new_tokens, num_draft, temperature, generator)
+
+
+def _rounds(target, draft, prompt, max_new_tokens, num_draft, temperature, generator):
     tokens, stop = prompt, prompt.shape[1] + max_new_tokens
     while tokens.shape[1] < stop:
         k = min(num_draft, stop - tokens.shape[1] - 1)  # the target's own token ends the round
