@@ -1720,7 +1720,7 @@ def _serving_cases():
         ("decode_work_with_a_float_kv_heads", lambda: decode_work_units(1, 32, 8.0), TypeError, "kv_heads must be an int, got float 8.0"),
         ("decode_work_with_no_splits", lambda: decode_work_units(1, 32, 8, 0), ValueError, "num_splits must be positive, got 0"),
         ("paged_attention_on_meta_tensors", lambda: paged_attention(*(torch.as_tensor(x).to("meta") for x in (q, cache, cache, tables, lens))), ValueError, "meta tensors", "(2, 4, 8)"),
-        ("paged_cache_write_of_the_wrong_shape", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 3), kv(2, 2, 4)), ValueError, "k must be (N, h_kv, d_k) = (2, 2, 4)", "got (2, 2, 3)"),
+        ("paged_cache_write_of_the_wrong_shape", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 3), kv(2, 2, 4)), ValueError, "k must have shape (N, 2, 4)", "got shape (2, 2, 3)"),
         ("paged_cache_write_of_another_dtype", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 4, dtype=torch.float64), kv(2, 2, 4)), TypeError, "k, v, cache must share one dtype", "k: torch.float64"),
         ("paged_cache_write_to_a_layer_past_the_last", lambda: PagedKVCache(2, 4, 2, 2, 4).write(2, *two, kv(2, 2, 4), kv(2, 2, 4)), ValueError, "layer must lie in 0..1, got 2"),
         ("paged_cache_write_to_a_negative_slot", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, ids([0, -1]), kv(2, 2, 4), kv(2, 2, 4)), ValueError, "slots must lie in 0..num_blocks * block_size - 1 = 7", "got [0, -1]"),
