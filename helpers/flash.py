@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_rebuild, check_triton
 
 
 def online_softmax(x: np.ndarray, block: int = 4) -> np.ndarray:
@@ -125,7 +126,7 @@ def weights_from_lse(
 
     ``rows`` picks query rows; only those rows' scores are formed, ``(..., len(rows), T_k)``.
     """
-    index = _check_rebuild(q, k, lse, rows, is_causal)
+    index = check_rebuild(q, k, lse, rows, is_causal)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
         s = q[..., index, :] @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     allowed = np.arange(k.shape[-2]) <= index[:, None] if is_causal else None
@@ -134,32 +135,6 @@ def weights_from_lse(
         s = np.where(allowed, s, -np.inf)
     finite = np.isfinite(lse[..., index])[..., None]
     return np.where(finite, np.exp(s - np.where(finite, lse[..., index, None], 0.0)), 0.0)
-
-
-def _check_rebuild(q, k, lse, rows, is_causal) -> np.ndarray:
-    """q and k as for attention, lse ``(..., T_q)`` of their batch, rows a slice or index array
-    of query rows; returns the rows picked, ``(n,)``."""
-    checks.check_attention(q, k, k, None, np.ndarray, "NumPy array")
-    checks.require_bool("is_causal", is_causal)
-    checks.require_array("lse", lse, np.ndarray, "NumPy array")
-    checks.require_floating("lse", lse)
-    checks.require_same_dtype(q=q, lse=lse)
-    want = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2])
-    if lse.shape != want:
-        raise ValueError(
-            f"lse must have shape {want} for q {q.shape}, k {k.shape}, got {lse.shape}"
-        )
-    checks.require_finite("lse", lse, allow_neg_inf=True)
-    try:
-        index = np.arange(q.shape[-2])[rows]
-    except (IndexError, TypeError, ValueError):
-        index = None
-    if index is None or index.ndim != 1:
-        raise ValueError(
-            f"rows must pick query rows of 0..{q.shape[-2] - 1} (a slice or a 1-D array of "
-            f"indices), got {rows!r}"
-        )
-    return index
 
 
 def flash_backward_numpy(
@@ -220,42 +195,9 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
     NaN, infinity and scores that overflow are not looked for: such a row comes out NaN, the
     policy :mod:`helpers.torch_attention` explains for every torch path.
     """
-    import torch
-
-    checks.check_attention(q, k, v, None, torch.Tensor, "torch.Tensor")
-    checks.require_bool("is_causal", is_causal)
-    if not q.ndim == k.ndim == v.ndim == 4 or k.shape[:2] != q.shape[:2] or v.shape != k.shape:
-        raise ValueError(
-            "q, k, v must be (B, h, T, d) with the same B, h and d (and k, v the same T): "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    _check_triton_dtype_and_grad(q, k, v)
-    if q.shape[-1] > 256:
-        raise ValueError(
-            f"the kernel keeps a (32, d) tile in registers: d <= 256, got q {tuple(q.shape)}"
-        )
+    check_triton(q, k, v, is_causal)
     kernel = _triton_kernel(interpret=not q.is_cuda)
     return kernel.forward(q, k, v, is_causal)
-
-
-def _check_triton_dtype_and_grad(q: Any, k: Any, v: Any) -> None:
-    """A dtype the kernel computes rightly where it runs; no tensor autograd would lose."""
-    import torch
-
-    if not (q.is_cuda or q.dtype in (torch.float32, torch.float16)):
-        why = ("Triton's interpreter computes bfloat16 wrongly (NumPy has none); use a GPU for "
-               "bfloat16" if q.dtype == torch.bfloat16 else "the kernel does not take it")  # fmt: skip
-        raise TypeError(
-            f"on a CPU the kernel runs in float32 or float16 only, got {q.dtype}, q shape "
-            f"{tuple(q.shape)}: {why}; convert with .float() or .half()"
-        )
-    if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
-        names = [n for n, x in (("q", q), ("k", k), ("v", v)) if x.requires_grad]
-        raise ValueError(
-            f"{', '.join(names)} require grad, but the Triton kernel has no backward pass: its "
-            f"output would carry no gradient, q shape {tuple(q.shape)}; call it inside "
-            "torch.no_grad() or pass .detach()"
-        )
 
 
 def _triton_kernel(interpret: bool) -> Any:

@@ -22,6 +22,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_merge_block
 from helpers.kit.processes import spawn
 from helpers.masks import head_mask
 from helpers.torch_attention import (
@@ -198,16 +199,7 @@ def merge_block(m, total, acc, q, k, v, allowed=None):
     q is already scaled; ``allowed`` is a boolean ``(T_q, T_k)`` mask or None. The checks
     read shapes only (a learner calls it in notebook 11; the ring calls it once a block).
     """
-    scores = checks.check_attention(q, k, v, None, Tensor, "torch.Tensor")
-    if allowed is not None:
-        checks.require_bool_mask("allowed", allowed)
-        checks.require_broadcastable("allowed", tuple(allowed.shape), scores)
-    for name, x, layout in (("m", m, q.shape[:-1]), ("total", total, q.shape[:-1]),
-                            ("acc", acc, (*q.shape[:-1], v.shape[-1]))):  # fmt: skip
-        checks.require_array(name, x, Tensor, "torch.Tensor")
-        if tuple(x.shape) != tuple(layout):
-            raise ValueError(f"{name} must have shape {tuple(layout)} to fit q {tuple(q.shape)} "
-                             f"and v {tuple(v.shape)}, got {tuple(x.shape)}")  # fmt: skip
+    check_merge_block(m, total, acc, q, k, v, allowed)
     s = q @ k.transpose(-2, -1)  # (B, h, T_q, T_k)
     if allowed is not None:
         s = s.masked_fill(~allowed, float("-inf"))

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_base, check_positions
 
 
 def apply_rope(
@@ -37,43 +38,25 @@ def apply_rope(
     checks.require_floating("x", x)
     if x.ndim < 2 or x.shape[-1] % 2:
         raise ValueError(f"x must have shape (..., T, d) with d even, got shape {tuple(x.shape)}")
-    _check_positions(positions, x.shape[-2], f", one per token of x {tuple(x.shape)}")
+    check_positions(positions, x.shape[-2], f", one per token of x {tuple(x.shape)}")
     checks.require_same_device(x=x, positions=positions)
     checks.require_bool("interleaved", interleaved)
-    return apply_rope_unchecked(x, positions, _check_base(base), interleaved)
+    return apply_rope_unchecked(x, positions, check_base(base), interleaved)
 
 
 def rope_angles(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
     """The angle of every pair at every position, ``(T, d/2)``: ``position * base**(-2i/d)``."""
-    _check_positions(positions)
+    check_positions(positions)
     d = checks.require_positive_int("d", d)
     if d % 2:
         raise ValueError(f"d must be even: the features turn in pairs, got d={d}")
-    return _angles(positions, d, _check_base(base))
+    return _angles(positions, d, check_base(base))
 
 
 def _angles(positions: Tensor, d: int, base: float) -> Tensor:
     work = torch.float64  # angles of long sequences need the digits; cast after cos/sin
     inv_freq = base ** (-torch.arange(0, d, 2, dtype=work, device=positions.device) / d)
     return positions.to(work)[:, None] * inv_freq[None, :]
-
-
-def _check_positions(positions: Tensor, T: int | None = None, what: str = "") -> None:
-    """Integer positions ``(T,)``, of the given T if there is one."""
-    layout = "(T,)" if T is None else f"(T,) = ({T},)"
-    checks.require_array("positions", positions, Tensor, "torch.Tensor")
-    checks.require_integer_tensor("positions", positions, layout)
-    if positions.ndim != 1 or (T is not None and positions.shape[0] != T):
-        raise ValueError(
-            f"positions must be integers of shape {layout}{what}; got {positions.dtype} of "
-            f"shape {tuple(positions.shape)}"
-        )
-
-
-def _check_base(base: float) -> float:
-    if checks.require_real("base", base) <= 1:
-        raise ValueError(f"base must be a number greater than 1, got {base!r}")
-    return float(base)
 
 
 def apply_rope_unchecked(

@@ -1977,3 +1977,43 @@ def plt_close():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+# --- the kit's one-line check, on its own ------------------------------------------------
+
+
+def _expect_paged(**changed):
+    given = dict(
+        q=(torch.zeros(2, 4, 8), "B h d: float"),
+        k=(torch.zeros(5, 2, 3, 8), "N h_kv b d: float"),
+        v=(torch.zeros(5, 2, 3, 8), "N h_kv b d: float"),
+        lens=(torch.ones(2, dtype=torch.long), "B: int"),
+        flag=(True, "bool"),
+        block=(3, "int > 0"),
+    )
+    return checks.expect(**{**given, **changed})
+
+
+def test_the_kits_one_line_check_returns_the_named_sizes():
+    assert _expect_paged() == {"B": 2, "h": 4, "d": 8, "N": 5, "h_kv": 2, "b": 3}
+
+
+EXPECT = [
+    case("expect_names_a_dimension_two_arguments_disagree_on", lambda: _expect_paged(v=(torch.zeros(5, 2, 3, 7), "N h_kv b d: float")), ValueError, "q and v must share d: q (2, 4, 8), v (5, 2, 3, 7)"),
+    case("expect_names_an_argument_of_the_wrong_rank", lambda: _expect_paged(lens=(torch.ones(2, 1, dtype=torch.long), "B: int")), ValueError, "lens must have shape (B,), got shape (2, 1)"),
+    case("expect_names_a_numpy_array_where_a_tensor_is_needed", lambda: _expect_paged(q=(np.zeros((2, 4, 8)), "B h d: float")), TypeError, "q must be a torch.Tensor, got ndarray of shape (2, 4, 8)"),
+    case("expect_names_integers_where_floats_are_needed", lambda: _expect_paged(q=(torch.zeros(2, 4, 8, dtype=torch.long), "B h d: float")), TypeError, "q must be a floating-point array, got dtype torch.int64"),
+    case("expect_names_floats_where_integers_are_needed", lambda: _expect_paged(lens=(torch.ones(2), "B: int")), TypeError, "lens must hold integers (B,), got dtype torch.float32"),
+    case("expect_names_floats_of_two_dtypes", lambda: _expect_paged(k=(torch.zeros(5, 2, 3, 8, dtype=torch.float64), "N h_kv b d: float")), TypeError, "q, k, v must share one dtype", "k: torch.float64"),
+    case("expect_names_a_size_fixed_by_a_number", lambda: checks.expect(k=(torch.zeros(2, 3), "N 4")), ValueError, "k must have shape (N, 4), got shape (2, 3)"),
+    case("expect_names_batches_that_do_not_broadcast", lambda: checks.expect(kind=np.ndarray, q=(np.zeros((2, 3, 4)), "... T d"), k=(np.zeros((3, 5, 4)), "... S d")), ValueError, "q, k must have batch dimensions that broadcast together: q (2, 3, 4), k (3, 5, 4)"),
+    case("expect_names_a_text_flag", lambda: _expect_paged(flag=("yes", "bool")), TypeError, "flag must be True or False, got str 'yes'"),
+    case("expect_names_a_zero_block", lambda: _expect_paged(block=(0, "int > 0")), ValueError, "block must be positive, got 0"),
+    case("require_range_names_the_values_and_the_bound", lambda: checks.require_range("slots", torch.tensor([0, 8]), 0, 7, "num_blocks * block_size - 1 = 7"), ValueError, "slots must lie in 0..num_blocks * block_size - 1 = 7, got [0, 8]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "error", "fragments"), EXPECT)
+def test_the_kits_one_line_check_names_the_argument_and_the_shapes(call, error, fragments):
+    with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
+        call()

@@ -51,6 +51,17 @@ def require_array(name: str, x: Any, kind: type | tuple[type, ...], kind_name: s
         raise TypeError(f"{name} must be a {kind_name}, got {got}")
 
 
+def require_named(name: str, x: Any, full_name: str) -> None:
+    """Raise TypeError unless ``x`` is an instance of the ``helpers`` class ``full_name`` (found by
+    its name along ``x``'s classes: the kit does not import the library it checks for)."""
+    cls = full_name.rsplit(".", 1)[-1]
+    if not any(c.__name__ == cls and c.__module__.startswith("helpers.") for c in type(x).__mro__):
+        got = describe(x)
+        if type(x).__name__ == cls:
+            got = f"{type(x).__module__}.{type(x).__qualname__}"
+        raise TypeError(f"{name} must be a {full_name}, got {got}")
+
+
 def require_integer_tensor(name: str, x: Any, layout: str) -> None:
     """Raise TypeError unless ``x`` holds integers: not bool, float or complex (token ids,
     positions, shifts). ``layout`` is the expected shape, for the message."""
@@ -552,7 +563,8 @@ def expect(kind: type | None = None, **args: tuple[Any, str]) -> dict[str, int]:
         axes = dims.split()
         batch = axes[0] == "..."
         axes = axes[1:] if batch else axes
-        text = f"({', '.join(['...', *axes] if batch else axes)}{',' if len(axes) == 1 and not batch else ''})"
+        shown = ["...", *axes] if batch else axes
+        text = f"({shown[0]},)" if len(shown) == 1 else f"({', '.join(shown)})"
         require_array(name, x, kind, kind_name)
         if x.ndim < len(axes) if batch else x.ndim != len(axes):
             raise ValueError(f"{name} must have shape {text}, got shape {shape_of(x)}")

@@ -18,9 +18,9 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from helpers.kit.entry_checks import check_cache, check_packed, check_requests, check_tokens
 from helpers.rope import apply_rope_unchecked
 from helpers.serving.blocks import PagedKVCache, PoolFull
-from helpers.serving.checks import check_cache, check_packed, check_requests, check_tokens
 from helpers.serving.model import TinyLM
 from helpers.serving.paged import paged_attention_unchecked
 from helpers.serving.scheduler import Request, Scheduler, Work
