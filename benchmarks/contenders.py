@@ -16,7 +16,7 @@ attention; the three ``*_direct`` contenders are the bare attention core on ``q,
 ``sdpa_direct``    ``F.scaled_dot_product_attention(q, k, v)`` alone: the attention core
 ``triton_direct``  ``helpers.flash.flash_attention_triton(q, k, v)``: notebook 09's Triton
                    FlashAttention kernel (forward only; compiled on CUDA, interpreted on a CPU)
-``explicit_direct`` ``helpers.attention_core.scaled_dot_product_attention``: the core written
+``explicit_direct`` ``helpers.torch_attention.scaled_dot_product_attention``: the core written
                    out, ``(B, h, T, T)`` weights formed (a boolean causal mask materialised)
 =================  ====================================================================
 
@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.attention_core import scaled_dot_product_attention
+from helpers.torch_attention import scaled_dot_product_attention
 from helpers.kit.bench.ceiling import DTYPES
 from helpers.masks import causal_mask
 from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention

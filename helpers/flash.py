@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_rebuild, check_triton
 
 
 def online_softmax(x: np.ndarray, block: int = 4) -> np.ndarray:
@@ -60,48 +61,38 @@ def flash_attention_numpy(
 ) -> np.ndarray:
     """Exact attention by tiles and the online softmax, never holding a ``(T_q, T_k)`` array.
 
-    Returns the output ``(..., T_q, d_v)``; batch dimensions broadcast as in the reference.
-    Inputs so large that a score ``q k^T / sqrt(d)`` overflows are refused, as the reference
-    refuses them. Notebook 09, section 2.
+    The output ``(..., T_q, d_v)`` of :func:`flash_forward`. Notebook 09, section 2.
     """
-    _check(q, k, v, block_q, block_k, is_causal)
-    return _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal)[0]
+    return flash_forward(q, k, v, block_q, block_k, is_causal)[0]
 
 
+@np.errstate(over="ignore", invalid="ignore")  # scores that overflow are refused at the end
 def flash_forward(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, block_q: int, block_k: int, is_causal: bool
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    block_q: int = 64,
+    block_k: int = 64,
+    is_causal: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The tiled forward pass: ``(output (..., T_q, d_v), lse (..., T_q))`` (notebook 09).
 
-    Checked as :func:`flash_attention_numpy` is: q, k, v finite NumPy arrays, positive block
-    sizes, ``is_causal`` True or False, and scores that overflow refused.
+    Batch dimensions broadcast as in the reference; scores ``q k^T / sqrt(d)`` that overflow
+    q's dtype are refused, as the reference refuses them.
     """
-    _check(q, k, v, block_q, block_k, is_causal)
-    return _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal)
-
-
-def _forward_refusing_overflow(q, k, v, block_q, block_k, is_causal):
-    """:func:`_tiled_forward` on the broadcast batch, refusing scores past q's dtype."""
+    checks.check_attention(q, k, v, None, np.ndarray, "NumPy array")
+    checks.expect(
+        block_q=(block_q, "int > 0"), block_k=(block_k, "int > 0"), is_causal=(is_causal, "bool")
+    )
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     q, k, v = (np.broadcast_to(x, (*batch, *x.shape[-2:])) for x in (q, k, v))  # views
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
-        out, lse = _tiled_forward(q, k, v, block_q, block_k, is_causal)
-    overflowed = ~np.isfinite(lse)  # every row sees key 0, so only an overflow gets here
-    if overflowed.any():
-        checks.raise_scores_overflow(f"{overflowed.sum()} of {lse.size} query rows", q, k)
-    return out, lse
-
-
-def _tiled_forward(q, k, v, block_q, block_k, is_causal):
-    """The tiles and the online softmax, unchecked: ``(out, lse)``."""
-    T_q, T_k = q.shape[-2], k.shape[-2]
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    out = np.zeros((*np.broadcast_shapes(q.shape[:-2], v.shape[:-2]), T_q, v.shape[-1]), q.dtype)
-    lse = np.full(out.shape[:-1], -np.inf, dtype=q.dtype)
+    T_q, T_k, scale = q.shape[-2], k.shape[-2], 1.0 / math.sqrt(q.shape[-1])
+    out = np.zeros((*batch, T_q, v.shape[-1]), q.dtype)
+    lse = np.full((*batch, T_q), -np.inf, dtype=q.dtype)
     for i0 in range(0, T_q, block_q):
         q_tile = q[..., i0 : i0 + block_q, :] * q.dtype.type(scale)  # (..., b_q, d)
         rows = np.arange(i0, min(i0 + block_q, T_q))
-        m = np.full((*out.shape[:-2], len(rows)), -np.inf, dtype=q.dtype)  # running max
+        m = np.full((*batch, len(rows)), -np.inf, dtype=q.dtype)  # running max
         l = np.zeros_like(m)  # running sum
         acc = np.zeros((*m.shape, v.shape[-1]), dtype=q.dtype)  # running output
         for j0 in range(0, T_k, block_k):
@@ -110,14 +101,16 @@ def _tiled_forward(q, k, v, block_q, block_k, is_causal):
             s = q_tile @ np.swapaxes(k[..., j0 : j0 + block_k, :], -1, -2)  # (..., b_q, b_k)
             if is_causal:
                 s = np.where(np.arange(j0, j0 + s.shape[-1]) <= rows[:, None], s, -np.inf)
-            m, l, acc = _online_update(m, l, acc, s, v[..., j0 : j0 + block_k, :])
+            m, l, acc = online_update(m, l, acc, s, v[..., j0 : j0 + block_k, :])
         seen = l > 0  # a row with no key keeps l = 0: zeros out, lse = -inf
         out[..., i0 : i0 + block_q, :] = acc / np.where(seen, l, 1.0)[..., None]
         lse[..., i0 : i0 + block_q] = np.where(seen, m + np.log(np.where(seen, l, 1.0)), -np.inf)
+    if not np.isfinite(lse).all():  # every row sees key 0, so only an overflow gets here
+        checks.raise_scores_overflow(f"{(~np.isfinite(lse)).sum()} of {lse.size} query rows", q, k)
     return out, lse
 
 
-def _online_update(m, l, acc, s, v_tile):
+def online_update(m, l, acc, s, v_tile):
     """Fold one tile of scores ``s (..., b_q, b_k)`` into the running max, sum and output."""
     m_new = np.maximum(m, s.max(axis=-1))
     m_safe = np.where(m_new == -np.inf, 0.0, m_new)  # a row with no key yet
@@ -133,7 +126,7 @@ def weights_from_lse(
 
     ``rows`` picks query rows; only those rows' scores are formed, ``(..., len(rows), T_k)``.
     """
-    index = _check_rebuild(q, k, lse, rows, is_causal)
+    index = check_rebuild(q, k, lse, rows, is_causal)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
         s = q[..., index, :] @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     allowed = np.arange(k.shape[-2]) <= index[:, None] if is_causal else None
@@ -142,32 +135,6 @@ def weights_from_lse(
         s = np.where(allowed, s, -np.inf)
     finite = np.isfinite(lse[..., index])[..., None]
     return np.where(finite, np.exp(s - np.where(finite, lse[..., index, None], 0.0)), 0.0)
-
-
-def _check_rebuild(q, k, lse, rows, is_causal) -> np.ndarray:
-    """q and k as for attention, lse ``(..., T_q)`` of their batch, rows a slice or index array
-    of query rows; returns the rows picked, ``(n,)``."""
-    checks.check_attention(q, k, k, None, np.ndarray, "NumPy array")
-    checks.require_bool("is_causal", is_causal)
-    checks.require_array("lse", lse, np.ndarray, "NumPy array")
-    checks.require_floating("lse", lse)
-    checks.require_same_dtype(q=q, lse=lse)
-    want = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2])
-    if lse.shape != want:
-        raise ValueError(
-            f"lse must have shape {want} for q {q.shape}, k {k.shape}, got {lse.shape}"
-        )
-    checks.require_finite("lse", lse, allow_neg_inf=True)
-    try:
-        index = np.arange(q.shape[-2])[rows]
-    except (IndexError, TypeError, ValueError):
-        index = None
-    if index is None or index.ndim != 1:
-        raise ValueError(
-            f"rows must pick query rows of 0..{q.shape[-2] - 1} (a slice or a 1-D array of "
-            f"indices), got {rows!r}"
-        )
-    return index
 
 
 def flash_backward_numpy(
@@ -213,14 +180,6 @@ def flash_backward_numpy(
     return dq, dk, dv
 
 
-def _check(q, k, v, block_q, block_k, is_causal) -> None:
-    """The entry checks of the public NumPy functions."""
-    checks.check_attention(q, k, v, None, np.ndarray, "NumPy array")
-    checks.require_positive_int("block_q", block_q)
-    checks.require_positive_int("block_k", block_k)
-    checks.require_bool("is_causal", is_causal)
-
-
 def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> Any:
     """The tiled forward pass as a Triton kernel: q, k, v torch tensors ``(B, h, T, d)``.
 
@@ -234,44 +193,11 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
     refused (the output would silently carry no gradient; use :func:`flash_attention_numpy`'s
     backward of Going further B, or SDPA, to train). Inside ``torch.no_grad()`` they are welcome.
     NaN, infinity and scores that overflow are not looked for: such a row comes out NaN, the
-    policy :mod:`helpers.attention_core` explains for every torch path.
+    policy :mod:`helpers.torch_attention` explains for every torch path.
     """
-    import torch
-
-    checks.check_attention(q, k, v, None, torch.Tensor, "torch.Tensor")
-    checks.require_bool("is_causal", is_causal)
-    if not q.ndim == k.ndim == v.ndim == 4 or k.shape[:2] != q.shape[:2] or v.shape != k.shape:
-        raise ValueError(
-            "q, k, v must be (B, h, T, d) with the same B, h and d (and k, v the same T): "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    _check_triton_dtype_and_grad(q, k, v)
-    if q.shape[-1] > 256:
-        raise ValueError(
-            f"the kernel keeps a (32, d) tile in registers: d <= 256, got q {tuple(q.shape)}"
-        )
+    check_triton(q, k, v, is_causal)
     kernel = _triton_kernel(interpret=not q.is_cuda)
     return kernel.forward(q, k, v, is_causal)
-
-
-def _check_triton_dtype_and_grad(q: Any, k: Any, v: Any) -> None:
-    """A dtype the kernel computes rightly where it runs; no tensor autograd would lose."""
-    import torch
-
-    if not (q.is_cuda or q.dtype in (torch.float32, torch.float16)):
-        why = ("Triton's interpreter computes bfloat16 wrongly (NumPy has none); use a GPU for "
-               "bfloat16" if q.dtype == torch.bfloat16 else "the kernel does not take it")  # fmt: skip
-        raise TypeError(
-            f"on a CPU the kernel runs in float32 or float16 only, got {q.dtype}, q shape "
-            f"{tuple(q.shape)}: {why}; convert with .float() or .half()"
-        )
-    if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
-        names = [n for n, x in (("q", q), ("k", k), ("v", v)) if x.requires_grad]
-        raise ValueError(
-            f"{', '.join(names)} require grad, but the Triton kernel has no backward pass: its "
-            f"output would carry no gradient, q shape {tuple(q.shape)}; call it inside "
-            "torch.no_grad() or pass .detach()"
-        )
 
 
 def _triton_kernel(interpret: bool) -> Any:

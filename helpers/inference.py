@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from helpers.attention_core import fused_attention
 from helpers.kit import checks
-from helpers.masks import causal_mask_lower_right
-from helpers.rope import apply_rope
+from helpers.kit.entry_checks import check_gqa_input, explain_kv_cache
+from helpers.rope import apply_rope_unchecked
+from helpers.torch_attention import causal_mask_torch, fused_attention
 
 
 @dataclass(frozen=True)
@@ -43,21 +43,7 @@ class KVCache:
         fine = isinstance(k, Tensor) and isinstance(v, Tensor) and k.ndim == 4  # one decode step
         fine = fine and k.shape == v.shape and k.dtype == v.dtype and k.device == v.device
         if not (fine and type(self.start) is int and self.start >= 0):  # makes one: stay quick
-            self._explain()
-
-    def _explain(self) -> None:
-        """Raise the error that says what is wrong (a NumPy integer start is fine)."""
-        for name, x in (("keys", self.keys), ("values", self.values)):
-            checks.require_array(name, x, Tensor, "torch.Tensor")
-            checks.require_ndim(name, x, (4,), "(B, h_kv, T, d_k)")
-        if self.keys.shape != self.values.shape:
-            raise ValueError(
-                "keys and values must have one shape (B, h_kv, T, d_k): keys "
-                f"{tuple(self.keys.shape)}, values {tuple(self.values.shape)}"
-            )
-        checks.require_same_dtype(keys=self.keys, values=self.values)
-        checks.require_same_device(keys=self.keys, values=self.values)
-        checks.require_non_negative_int("start", self.start)
+            explain_kv_cache(self)
 
     @property
     def length(self) -> int:
@@ -125,7 +111,7 @@ class GroupedQueryAttention(nn.Module):
         k = self.k_proj(x).view(B, T_new, self.num_kv_heads, self.d_k).transpose(1, 2)
         v = self.v_proj(x).view(B, T_new, self.num_kv_heads, self.d_k).transpose(1, 2)
         if self.rope:  # turn q and k by their own positions, before k goes into the cache
-            q, k = apply_rope(q, positions), apply_rope(k, positions)
+            q, k = apply_rope_unchecked(q, positions), apply_rope_unchecked(k, positions)
         keys = k if cache is None else torch.cat((cache.keys, k), dim=-2)  # (B, h_kv, T, d_k)
         values = v if cache is None else torch.cat((cache.values, v), dim=-2)
         start = 0 if cache is None else cache.start
@@ -135,8 +121,9 @@ class GroupedQueryAttention(nn.Module):
             shared_k, shared_v = (t.repeat_interleave(group, dim=1) for t in (keys, values))
         mask = None  # one new token with no window sees every cached token: nothing to mask
         if T_new > 1 or self.window is not None:
-            mask = torch.from_numpy(causal_mask_lower_right(T_new, keys.shape[-2], self.window))
-            mask = mask.to(x.device)  # (T_new, T), the diagonal aligned bottom-right
+            mask = causal_mask_torch(
+                T_new, keys.shape[-2], True, self.window, x.device
+            )  # (T_new, T)
         out = fused_attention(q, shared_k, shared_v, mask)  # SDPA, (B, h, T_new, d_k)
         if self.window is not None and keys.shape[-2] > self.window:  # keep only the last W
             start += keys.shape[-2] - self.window
@@ -145,21 +132,4 @@ class GroupedQueryAttention(nn.Module):
         return self.out_proj(out), KVCache(keys, values, start)
 
     def _check(self, x: Tensor, cache: KVCache | None) -> None:
-        """x is ``(B, T_new, D)`` in the module's dtype; a cache matches it in B, dtype, h_kv,
-        device (a :class:`KVCache` checked its values against its keys when it was made)."""
-        checks.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
-                                       self.q_proj.weight, names=("x",))  # fmt: skip
-        if cache is None:
-            return
-        checks.require_array("cache", cache, KVCache, "helpers.inference.KVCache")
-        want = (x.shape[0], self.num_kv_heads, cache.keys.shape[-2], self.d_k)
-        if tuple(cache.keys.shape) != want or cache.keys.dtype != x.dtype:
-            raise ValueError(
-                f"cache keys {tuple(cache.keys.shape)} {cache.keys.dtype} do not fit x "
-                f"{tuple(x.shape)} {x.dtype}: expected (B, h_kv, T, d_k) = {want} in {x.dtype}"
-            )
-        if cache.keys.device != x.device:
-            raise ValueError(
-                f"cache is on {cache.keys.device} but x is on {x.device}, x shape "
-                f"{tuple(x.shape)}; move the cache's keys and values with .to(...)"
-            )
+        check_gqa_input(self, x, cache, KVCache)

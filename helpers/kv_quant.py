@@ -22,16 +22,14 @@ product past the dtype's largest number gives that number, never infinity.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_int8, check_quantize
 
 LEVELS = 127  # int8 codes -127..127: symmetric, so 0 is exact and -128 is never used
 SCALE_BYTES = 2  # one float16 scale per separately scaled slice of a token
@@ -45,7 +43,7 @@ class Int8Tensor:
     scale: Tensor
 
     def __post_init__(self) -> None:
-        _check_int8(self.values, self.scale)
+        check_int8(self.values, self.scale)
 
     def dequantize(self) -> Tensor:
         """``values * scale``, taken exactly and rounded once to the scale's dtype: the numbers
@@ -67,7 +65,7 @@ def quantize_int8(x: Tensor, dim: int) -> Int8Tensor:
     ``x`` must be finite: a NaN or an infinity has no int8 code, and its slice's scale would be
     NaN or infinity. The scale keeps ``x``'s dtype.
     """
-    dim = _check_quantize(x, dim)
+    dim = check_quantize(x, dim)
     biggest = x.abs().amax(dim=dim, keepdim=True)  # NaN and inf reach the maximum: no extra pass
     if not bool(torch.isfinite(biggest).all()):
         raise ValueError(
@@ -89,41 +87,6 @@ def quantize_int8(x: Tensor, dim: int) -> Int8Tensor:
 def _wide(device: torch.device) -> torch.dtype:
     """float64 for codes and products: every int8 code times a float32 scale is exact in it."""
     return torch.float32 if device.type == "mps" else torch.float64  # MPS has no float64
-
-
-def _check_int8(values: Any, scale: Any) -> None:
-    """values an int8 tensor, scale a floating tensor that broadcasts to it, on one device."""
-    checks.require_array("values", values, Tensor, "torch.Tensor")
-    checks.require_array("scale", scale, Tensor, "torch.Tensor")
-    if values.dtype != torch.int8:
-        raise TypeError(f"values must be int8 codes, got dtype {values.dtype}, "
-                        f"shape {tuple(values.shape)}")  # fmt: skip
-    checks.require_floating("scale", scale)
-    sizes = zip(scale.shape, values.shape, strict=False)  # read only where the ndims agree
-    if scale.ndim != values.ndim or any(s not in (1, v) for s, v in sizes):
-        raise ValueError(
-            f"scale {tuple(scale.shape)} does not fit values {tuple(values.shape)}: one scale per "
-            "slice, the same number of axes, each of size 1 or the values' size"
-        )
-    checks.require_same_device(values=values, scale=scale)
-
-
-def _check_quantize(x: Any, dim: Any) -> int:
-    """x a non-empty floating tensor, dim one of its axes (an int, a NumPy integer too)."""
-    checks.require_array("x", x, Tensor, "torch.Tensor")
-    checks.require_floating("x", x)
-    if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, numbers.Integral):
-        raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
-    if not -x.ndim <= dim < x.ndim:
-        raise ValueError(f"dim must be an axis of x, shape {tuple(x.shape)}, got {dim!r}")
-    if x.numel() == 0:
-        raise ValueError(f"x must hold at least one number, got shape {tuple(x.shape)}")
-    if x.is_meta:
-        raise ValueError(
-            f"x is a meta tensor, shape {tuple(x.shape)}: it has a shape but no numbers to round; "
-            "make it on a real device (cpu or cuda)"
-        )
-    return int(dim)
 
 
 def quantized_bytes_per_token(

@@ -16,12 +16,12 @@ the same kind they were given.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_additive, check_lengths, check_masks
 
 
 def causal_mask(T: int) -> np.ndarray:
@@ -59,19 +59,7 @@ def padding_mask(lengths: Any, T: int) -> np.ndarray:
     Built in notebook 03, section 2 (The padding mask).
     """
     T = checks.require_positive_int("T", T)
-    try:
-        lengths = np.asarray(lengths)
-    except ValueError:  # rows of different lengths: not one length per sequence
-        raise ValueError(f"lengths must be a 1-D sequence of ints (B,), got {lengths!r}") from None
-    if lengths.dtype.kind not in "iu":
-        raise TypeError(
-            f"lengths must be a 1-D sequence of ints, got dtype {lengths.dtype} "
-            f"and shape {lengths.shape}"
-        )
-    if lengths.ndim != 1:
-        raise ValueError(f"lengths must be a 1-D sequence of ints (B,), got shape {lengths.shape}")
-    if lengths.size and (lengths.min() < 0 or lengths.max() > T):
-        raise ValueError(f"lengths must lie in 0..T={T}, got {lengths.tolist()}")
+    lengths = check_lengths(lengths, T)
     return np.arange(T)[None, :] < lengths[:, None]
 
 
@@ -105,21 +93,7 @@ def combine(*masks: Any) -> Any:
     All NumPy arrays or all torch tensors; the result is of the same kind.
     Built in notebook 03, section 4 (Both at once).
     """
-    if not masks:
-        raise ValueError("combine needs at least one mask, got none")
-    for i, m in enumerate(masks):
-        checks.require_bool_mask(f"masks[{i}]", m)
-    kinds = {type(m).__module__.split(".")[0] for m in masks}
-    if len(kinds) > 1:
-        listed = ", ".join(f"masks[{i}] {type(m).__name__}" for i, m in enumerate(masks))
-        raise TypeError(f"masks must be all NumPy arrays or all torch tensors, got {listed}")
-    if kinds == {"torch"}:
-        checks.require_same_device(**{f"masks[{i}]": m for i, m in enumerate(masks)})
-    try:
-        np.broadcast_shapes(*(checks.shape_of(m) for m in masks))
-    except ValueError:
-        shapes = ", ".join(f"masks[{i}] {checks.shape_of(m)}" for i, m in enumerate(masks))
-        raise ValueError(f"masks do not broadcast together: {shapes}") from None
+    check_masks(masks)
     result = masks[0]
     for m in masks[1:]:
         result = result & m
@@ -176,18 +150,5 @@ def from_additive(additive: Any, threshold: float = -1e4) -> Any:
     ``threshold`` must be a finite negative number. NaN says neither, and is refused.
     Notebook 03, section 6.
     """
-    checks.require_floating("additive", additive)
-    nan = additive != additive  # NumPy and torch alike
-    if nan.any():
-        raise ValueError(
-            f"additive contains NaN at {int(nan.sum())} of {math.prod(nan.shape)} entries, "
-            f"shape {checks.shape_of(additive)}; an additive mask holds 0 where allowed "
-            "and -inf (or a large negative number) where masked"
-        )
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)):
-        raise TypeError(f"threshold must be a number, got {type(threshold).__name__}")
-    if not (math.isfinite(threshold) and threshold < 0):
-        raise ValueError(
-            f"threshold must be a finite negative number (allowed entries are 0), got {threshold}"
-        )
+    check_additive(additive, threshold)
     return additive > threshold

@@ -35,10 +35,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.attention_core import non_finite_keys, rows_attending
 from helpers.kit import checks
-from helpers.masks import causal_mask_lower_right
-from helpers.rope import apply_rope
+from helpers.kit.entry_checks import check_mla_input
+from helpers.rope import apply_rope_unchecked
+from helpers.torch_attention import causal_mask_torch, non_finite_keys, rows_attending
 
 
 @dataclass(frozen=True)
@@ -135,8 +135,8 @@ class MultiHeadLatentAttention(nn.Module):
         cache = LatentCache(latent, rope_key)
         mask = None  # one new token sees every cached token: nothing to mask
         if T_new > 1:
-            mask = torch.from_numpy(causal_mask_lower_right(T_new, cache.length)).to(x.device)
-        attend = self._attend_absorbed if absorb else self._attend_naive
+            mask = causal_mask_torch(T_new, cache.length, True, device=x.device)
+        attend = self.attend_absorbed if absorb else self.attend_naive
         heads = self._attend_finite(attend, q_nope, q_rope, cache, mask)  # (B, h, T_new, v_dim)
         heads = heads.transpose(1, 2).reshape(B, T_new, self.num_heads * self.v_dim)
         return self.o_proj(heads), cache
@@ -148,13 +148,13 @@ class MultiHeadLatentAttention(nn.Module):
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.num_heads, self.qk_dim).transpose(1, 2)
         q_nope, q_rope = q.split([self.nope_dim, self.rope_dim], dim=-1)
-        return q_nope, apply_rope(q_rope, positions)
+        return q_nope, apply_rope_unchecked(q_rope, positions)
 
     def latent_and_rope_key(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
         """What a token caches: normalised latent ``(B, T, kv_latent_dim)``, turned rope key
         ``(B, T, rope_dim)``."""
         latent, rope_key = self.kv_a_proj_with_mqa(x).split([self.kv_latent_dim, self.rope_dim], -1)
-        return self.kv_a_layernorm(latent), apply_rope(rope_key, positions)
+        return self.kv_a_layernorm(latent), apply_rope_unchecked(rope_key, positions)
 
     def up_project(self, latent: Tensor) -> tuple[Tensor, Tensor]:
         """Per-head key nope parts ``(B, h, T, nope_dim)`` and values ``(B, h, T, v_dim)``
@@ -174,7 +174,7 @@ class MultiHeadLatentAttention(nn.Module):
     def _attend_finite(self, attend, q_nope, q_rope, cache: LatentCache, mask) -> Tensor:
         """``attend``, where a NaN or infinity in the cache reaches only the rows that may attend
         to it: a masked-out token has weight 0, but 0 x NaN is NaN (as in
-        :func:`helpers.attention_core.fused_attention`)."""
+        :func:`helpers.torch_attention.fused_attention`)."""
         if mask is None:  # every new row sees every cached token
             return attend(q_nope, q_rope, cache, mask)
         bad = non_finite_keys(cache.latent, cache.rope_key)  # (B, T, 1)
@@ -182,7 +182,7 @@ class MultiHeadLatentAttention(nn.Module):
         heads = attend(q_nope, q_rope, finite, mask)  # (B, h, T_new, v_dim)
         return heads.masked_fill(rows_attending(bad[:, None], mask), float("nan"))
 
-    def _attend_naive(self, q_nope, q_rope, cache: LatentCache, mask) -> Tensor:
+    def attend_naive(self, q_nope, q_rope, cache: LatentCache, mask) -> Tensor:
         """Rebuild every head's keys and values from the latent, then attend as usual."""
         k_nope, v = self.up_project(cache.latent)  # (B, h, T, nope_dim), (B, h, T, v_dim)
         B, h, T, _ = k_nope.shape
@@ -191,7 +191,7 @@ class MultiHeadLatentAttention(nn.Module):
         q = torch.cat((q_nope, q_rope), dim=-1)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
 
-    def _attend_absorbed(self, q_nope, q_rope, cache: LatentCache, mask) -> Tensor:
+    def attend_absorbed(self, q_nope, q_rope, cache: LatentCache, mask) -> Tensor:
         """Attend over the latent: W_UK folded into the query, W_UV into the output.
 
         Every head reads the same latent, so the heads' queries are stacked into one matrix
@@ -225,28 +225,10 @@ class MultiHeadLatentAttention(nn.Module):
         positions = torch.arange(start, start + x.shape[1], device=x.device)
         q_nope, q_rope = self.queries(x, positions)
         cache = LatentCache(*self.latent_and_rope_key(x, positions))
-        mask = torch.from_numpy(causal_mask_lower_right(x.shape[1], x.shape[1])).to(x.device)
+        mask = causal_mask_torch(x.shape[1], x.shape[1], device=x.device)
         return self._latent_weights(q_nope @ self.absorbed_weights()[0], q_rope, cache, mask)
 
     # --- checks, once, where the learner calls ------------------------------------------------
 
     def _check(self, x: Tensor, cache: LatentCache | None, absorb: bool) -> None:
-        """x is ``(B, T_new, D)`` in the module's dtype and device; a cache fits x and the sizes."""
-        checks.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
-                                       self.q_proj.weight, names=("x",))  # fmt: skip
-        checks.require_bool("absorb", absorb)
-        if cache is None:
-            return
-        checks.require_array("cache", cache, LatentCache, "helpers.mla.LatentCache")
-        for name, part, width, layout in (
-            ("latent", cache.latent, self.kv_latent_dim, "kv_latent_dim"),
-            ("rope_key", cache.rope_key, self.rope_dim, "rope_dim"),
-        ):
-            checks.require_array(f"cache.{name}", part, Tensor, "torch.Tensor")
-            want = (x.shape[0], cache.latent.shape[-2], width)
-            if tuple(part.shape) != want or part.dtype != x.dtype or part.device != x.device:
-                raise ValueError(
-                    f"cache.{name} {tuple(part.shape)} {part.dtype} on {part.device} does not fit "
-                    f"x {tuple(x.shape)} {x.dtype} on {x.device} and this layer: expected "
-                    f"(B, T, {layout}) = {want} in {x.dtype}; a cache from another layer's sizes?"
-                )
+        check_mla_input(self, x, cache, absorb, LatentCache)

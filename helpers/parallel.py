@@ -21,11 +21,18 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from helpers.attention_core import non_finite_keys, rows_attending, sdpa
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_merge_block
 from helpers.kit.processes import spawn
 from helpers.masks import head_mask
-from helpers.torch_attention import FusedMultiHeadAttention, combine_heads, split_heads
+from helpers.torch_attention import (
+    FusedMultiHeadAttention,
+    combine_heads,
+    non_finite_keys,
+    rows_attending,
+    sdpa,
+    split_heads,
+)
 
 
 def tensor_parallel_shards(module: FusedMultiHeadAttention, world_size: int) -> list[dict]:
@@ -87,10 +94,10 @@ def tensor_parallel_forward(
     out_bias = None if module.out_proj.bias is None else module.out_proj.bias.detach()
     masks = rank_masks(mask, len(shards))
     args = (shards, out_bias, x.detach(), masks, module.num_heads // len(shards), is_causal)
-    return spawn(_tensor_parallel_worker, world_size, args)[0]
+    return spawn(tensor_parallel_worker, world_size, args)[0]
 
 
-def _tensor_parallel_worker(
+def tensor_parallel_worker(
     rank: int, world_size: int, shards, out_bias, x, masks, heads, is_causal
 ):
     """Rank ``rank``'s heads: project, attend, project out its columns, then all-reduce."""
@@ -141,7 +148,7 @@ def ring_attention_forward(
     not divide evenly: blocks differ by at most one token. Causal aligns top-left, like SDPA.
     The output is detached: the processes run the forward pass only. NaN, infinity and scores
     that overflow are not looked for (such a row comes out NaN), the policy
-    :mod:`helpers.attention_core` explains for every torch path.
+    :mod:`helpers.torch_attention` explains for every torch path.
     """
     checks.check_attention(q, k, v, None, Tensor, "torch.Tensor")
     checks.require_bool("is_causal", is_causal)
@@ -153,14 +160,14 @@ def ring_attention_forward(
         )
     blocks = sequence_blocks(q.shape[-2], world_size, layout)
     q, k, v = q.detach(), k.detach(), v.detach()  # a tensor that needs grad cannot be sent
-    parts = spawn(_ring_worker, world_size, (q, k, v, blocks, is_causal))
+    parts = spawn(ring_worker, world_size, (q, k, v, blocks, is_causal))
     out = torch.empty_like(q[..., : v.shape[-1]])
     for positions, part in zip(blocks, parts, strict=True):
         out[..., positions, :] = part
     return out
 
 
-def _ring_worker(rank: int, world_size: int, q, k, v, blocks, is_causal):
+def ring_worker(rank: int, world_size: int, q, k, v, blocks, is_causal):
     """Fold every K/V block into this rank's queries, passing blocks on round the ring."""
     mine = blocks[rank]
     q = q[..., mine, :] / q.shape[-1] ** 0.5  # (B, h, T_r, d), scaled once
@@ -192,16 +199,7 @@ def merge_block(m, total, acc, q, k, v, allowed=None):
     q is already scaled; ``allowed`` is a boolean ``(T_q, T_k)`` mask or None. The checks
     read shapes only (a learner calls it in notebook 11; the ring calls it once a block).
     """
-    scores = checks.check_attention(q, k, v, None, Tensor, "torch.Tensor")
-    if allowed is not None:
-        checks.require_bool_mask("allowed", allowed)
-        checks.require_broadcastable("allowed", tuple(allowed.shape), scores)
-    for name, x, layout in (("m", m, q.shape[:-1]), ("total", total, q.shape[:-1]),
-                            ("acc", acc, (*q.shape[:-1], v.shape[-1]))):  # fmt: skip
-        checks.require_array(name, x, Tensor, "torch.Tensor")
-        if tuple(x.shape) != tuple(layout):
-            raise ValueError(f"{name} must have shape {tuple(layout)} to fit q {tuple(q.shape)} "
-                             f"and v {tuple(v.shape)}, got {tuple(x.shape)}")  # fmt: skip
+    check_merge_block(m, total, acc, q, k, v, allowed)
     s = q @ k.transpose(-2, -1)  # (B, h, T_q, T_k)
     if allowed is not None:
         s = s.masked_fill(~allowed, float("-inf"))

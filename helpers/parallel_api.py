@@ -61,10 +61,10 @@ def torch_tensor_parallel_forward(
     sizes = (module.d_model, module.num_heads, module.qkv_proj.bias is not None)
     state = {name: t.detach() for name, t in ordered.state_dict().items()}
     masks = rank_masks(mask, world_size)
-    return spawn(_plan_worker, world_size, (sizes, state, x.detach(), masks, is_causal))[0]
+    return spawn(plan_worker, world_size, (sizes, state, x.detach(), masks, is_causal))[0]
 
 
-def _plan_worker(rank: int, world_size: int, sizes, state, x, masks, is_causal) -> Tensor:
+def plan_worker(rank: int, world_size: int, sizes, state, x, masks, is_causal) -> Tensor:
     """Rank ``rank``: build the layer, let the plan keep this rank's shards, run it."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_base, check_positions
 
 
 def apply_rope(
@@ -37,19 +38,19 @@ def apply_rope(
     checks.require_floating("x", x)
     if x.ndim < 2 or x.shape[-1] % 2:
         raise ValueError(f"x must have shape (..., T, d) with d even, got shape {tuple(x.shape)}")
-    _check_positions(positions, x.shape[-2], f", one per token of x {tuple(x.shape)}")
+    check_positions(positions, x.shape[-2], f", one per token of x {tuple(x.shape)}")
     checks.require_same_device(x=x, positions=positions)
     checks.require_bool("interleaved", interleaved)
-    return _rotate(x, positions, _check_base(base), interleaved)
+    return apply_rope_unchecked(x, positions, check_base(base), interleaved)
 
 
 def rope_angles(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
     """The angle of every pair at every position, ``(T, d/2)``: ``position * base**(-2i/d)``."""
-    _check_positions(positions)
+    check_positions(positions)
     d = checks.require_positive_int("d", d)
     if d % 2:
         raise ValueError(f"d must be even: the features turn in pairs, got d={d}")
-    return _angles(positions, d, _check_base(base))
+    return _angles(positions, d, check_base(base))
 
 
 def _angles(positions: Tensor, d: int, base: float) -> Tensor:
@@ -58,25 +59,11 @@ def _angles(positions: Tensor, d: int, base: float) -> Tensor:
     return positions.to(work)[:, None] * inv_freq[None, :]
 
 
-def _check_positions(positions: Tensor, T: int | None = None, what: str = "") -> None:
-    """Integer positions ``(T,)``, of the given T if there is one."""
-    layout = "(T,)" if T is None else f"(T,) = ({T},)"
-    checks.require_array("positions", positions, Tensor, "torch.Tensor")
-    checks.require_integer_tensor("positions", positions, layout)
-    if positions.ndim != 1 or (T is not None and positions.shape[0] != T):
-        raise ValueError(
-            f"positions must be integers of shape {layout}{what}; got {positions.dtype} of "
-            f"shape {tuple(positions.shape)}"
-        )
-
-
-def _check_base(base: float) -> float:
-    if checks.require_real("base", base) <= 1:
-        raise ValueError(f"base must be a number greater than 1, got {base!r}")
-    return float(base)
-
-
-def _rotate(x: Tensor, positions: Tensor, base: float, interleaved: bool) -> Tensor:
+def apply_rope_unchecked(
+    x: Tensor, positions: Tensor, base: float = 10000.0, interleaved: bool = False
+) -> Tensor:
+    """:func:`apply_rope` without its checks: for a layer whose forward made its positions itself
+    (``torch.arange``) or checked them once, so a model's every layer and step does not check again."""
     angles = _angles(positions, x.shape[-1], base)  # (T, d/2)
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     cos, sin = angles.cos().to(work), angles.sin().to(work)

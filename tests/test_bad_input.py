@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import attention_core as core
 from helpers import convert, counts, flash, inference, masks, parallel, rope
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
@@ -123,7 +122,7 @@ SDPA = [
     ),
     case(
         "torch_scaled_dot_product_attention_rejects_q_and_k_with_different_d_k",
-        lambda: core.scaled_dot_product_attention(
+        lambda: ta.scaled_dot_product_attention(
             torch.ones(2, 3, 5), torch.ones(2, 4, 7), torch.ones(2, 4, 6)
         ),
         ValueError,
@@ -133,7 +132,7 @@ SDPA = [
     ),
     case(
         "sdpa_helper_rejects_k_and_v_with_different_lengths",
-        lambda: core.sdpa(torch.ones(2, 3, 5), torch.ones(2, 4, 5), torch.ones(2, 6, 5)),
+        lambda: ta.sdpa(torch.ones(2, 3, 5), torch.ones(2, 4, 5), torch.ones(2, 6, 5)),
         ValueError,
         "k and v must share T_k",
         "k (2, 4, 5)",
@@ -400,7 +399,7 @@ PROBED = [
     ),
     case(
         "sdpa_rejects_a_truthy_string_as_is_causal",
-        lambda: core.sdpa(T3, T3, T3, is_causal="no"),
+        lambda: ta.sdpa(T3, T3, T3, is_causal="no"),
         TypeError,
         "is_causal must be True or False",
     ),
@@ -424,13 +423,13 @@ PROBED = [
     ),
     case(
         "sdpa_names_a_mask_on_another_device_than_q",
-        lambda: core.sdpa(T3, T3, T3, torch.ones(3, 3, dtype=torch.bool, device="meta")),
+        lambda: ta.sdpa(T3, T3, T3, torch.ones(3, 3, dtype=torch.bool, device="meta")),
         ValueError,
         "mask is on meta but the inputs are on cpu",
     ),
     case(
         "q_k_v_batch_dimensions_that_do_not_broadcast_are_named",
-        lambda: core.scaled_dot_product_attention(torch.ones(2, 3, 4), *[torch.ones(3, 5, 4)] * 2),
+        lambda: ta.scaled_dot_product_attention(torch.ones(2, 3, 4), *[torch.ones(3, 5, 4)] * 2),
         ValueError,
         "q, k and v must have batch dimensions",
         "q (2, 3, 4), k (3, 5, 4), v (3, 5, 4)",
@@ -600,7 +599,7 @@ LEFT_IN_00_07 = [
     ),
     case(
         "torch_q_k_v_on_different_devices_are_named",
-        lambda: core.sdpa(T3, META, T3),
+        lambda: ta.sdpa(T3, META, T3),
         ValueError,
         "q, k, v must be on one device",
         "k on meta (2, 3, 8)",
@@ -1721,7 +1720,7 @@ def _serving_cases():
         ("decode_work_with_a_float_kv_heads", lambda: decode_work_units(1, 32, 8.0), TypeError, "kv_heads must be an int, got float 8.0"),
         ("decode_work_with_no_splits", lambda: decode_work_units(1, 32, 8, 0), ValueError, "num_splits must be positive, got 0"),
         ("paged_attention_on_meta_tensors", lambda: paged_attention(*(torch.as_tensor(x).to("meta") for x in (q, cache, cache, tables, lens))), ValueError, "meta tensors", "(2, 4, 8)"),
-        ("paged_cache_write_of_the_wrong_shape", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 3), kv(2, 2, 4)), ValueError, "k must be (N, h_kv, d_k) = (2, 2, 4)", "got (2, 2, 3)"),
+        ("paged_cache_write_of_the_wrong_shape", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 3), kv(2, 2, 4)), ValueError, "k must have shape (N, 2, 4)", "got shape (2, 2, 3)"),
         ("paged_cache_write_of_another_dtype", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, *two, kv(2, 2, 4, dtype=torch.float64), kv(2, 2, 4)), TypeError, "k, v, cache must share one dtype", "k: torch.float64"),
         ("paged_cache_write_to_a_layer_past_the_last", lambda: PagedKVCache(2, 4, 2, 2, 4).write(2, *two, kv(2, 2, 4), kv(2, 2, 4)), ValueError, "layer must lie in 0..1, got 2"),
         ("paged_cache_write_to_a_negative_slot", lambda: PagedKVCache(2, 4, 2, 2, 4).write(0, ids([0, -1]), kv(2, 2, 4), kv(2, 2, 4)), ValueError, "slots must lie in 0..num_blocks * block_size - 1 = 7", "got [0, -1]"),
@@ -1978,3 +1977,43 @@ def plt_close():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+# --- the kit's one-line check, on its own ------------------------------------------------
+
+
+def _expect_paged(**changed):
+    given = dict(
+        q=(torch.zeros(2, 4, 8), "B h d: float"),
+        k=(torch.zeros(5, 2, 3, 8), "N h_kv b d: float"),
+        v=(torch.zeros(5, 2, 3, 8), "N h_kv b d: float"),
+        lens=(torch.ones(2, dtype=torch.long), "B: int"),
+        flag=(True, "bool"),
+        block=(3, "int > 0"),
+    )
+    return checks.expect(**{**given, **changed})
+
+
+def test_the_kits_one_line_check_returns_the_named_sizes():
+    assert _expect_paged() == {"B": 2, "h": 4, "d": 8, "N": 5, "h_kv": 2, "b": 3}
+
+
+EXPECT = [
+    case("expect_names_a_dimension_two_arguments_disagree_on", lambda: _expect_paged(v=(torch.zeros(5, 2, 3, 7), "N h_kv b d: float")), ValueError, "q and v must share d: q (2, 4, 8), v (5, 2, 3, 7)"),
+    case("expect_names_an_argument_of_the_wrong_rank", lambda: _expect_paged(lens=(torch.ones(2, 1, dtype=torch.long), "B: int")), ValueError, "lens must have shape (B,), got shape (2, 1)"),
+    case("expect_names_a_numpy_array_where_a_tensor_is_needed", lambda: _expect_paged(q=(np.zeros((2, 4, 8)), "B h d: float")), TypeError, "q must be a torch.Tensor, got ndarray of shape (2, 4, 8)"),
+    case("expect_names_integers_where_floats_are_needed", lambda: _expect_paged(q=(torch.zeros(2, 4, 8, dtype=torch.long), "B h d: float")), TypeError, "q must be a floating-point array, got dtype torch.int64"),
+    case("expect_names_floats_where_integers_are_needed", lambda: _expect_paged(lens=(torch.ones(2), "B: int")), TypeError, "lens must hold integers (B,), got dtype torch.float32"),
+    case("expect_names_floats_of_two_dtypes", lambda: _expect_paged(k=(torch.zeros(5, 2, 3, 8, dtype=torch.float64), "N h_kv b d: float")), TypeError, "q, k, v must share one dtype", "k: torch.float64"),
+    case("expect_names_a_size_fixed_by_a_number", lambda: checks.expect(k=(torch.zeros(2, 3), "N 4")), ValueError, "k must have shape (N, 4), got shape (2, 3)"),
+    case("expect_names_batches_that_do_not_broadcast", lambda: checks.expect(kind=np.ndarray, q=(np.zeros((2, 3, 4)), "... T d"), k=(np.zeros((3, 5, 4)), "... S d")), ValueError, "q, k must have batch dimensions that broadcast together: q (2, 3, 4), k (3, 5, 4)"),
+    case("expect_names_a_text_flag", lambda: _expect_paged(flag=("yes", "bool")), TypeError, "flag must be True or False, got str 'yes'"),
+    case("expect_names_a_zero_block", lambda: _expect_paged(block=(0, "int > 0")), ValueError, "block must be positive, got 0"),
+    case("require_range_names_the_values_and_the_bound", lambda: checks.require_range("slots", torch.tensor([0, 8]), 0, 7, "num_blocks * block_size - 1 = 7"), ValueError, "slots must lie in 0..num_blocks * block_size - 1 = 7, got [0, 8]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "error", "fragments"), EXPECT)
+def test_the_kits_one_line_check_names_the_argument_and_the_shapes(call, error, fragments):
+    with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
+        call()

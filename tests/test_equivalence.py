@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import attention_core as core
 from helpers import convert, masks
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
@@ -62,7 +61,7 @@ def test_numpy_attention_matches_manual_torch_attention(dtype, kind):
     np_dtype, _, atol = DTYPES[dtype]
     q, k, v, mask = make_qkv(kind, np_dtype)
     out_np, w_np = npa.scaled_dot_product_attention(q, k, v, mask)
-    out_t, w_t = core.scaled_dot_product_attention(*as_torch(q, k, v, mask))
+    out_t, w_t = ta.scaled_dot_product_attention(*as_torch(q, k, v, mask))
     assert out_np.dtype == np_dtype and out_t.dtype == torch.from_numpy(q).dtype
     assert_close(w_t, w_np, atol)
     assert_close(out_t, out_np, atol)
@@ -73,9 +72,9 @@ def test_numpy_attention_matches_manual_torch_attention(dtype, kind):
 def test_manual_torch_attention_matches_torch_sdpa_and_the_sdpa_helper(dtype, kind):
     np_dtype, _, atol = DTYPES[dtype]
     q, k, v, mask = as_torch(*make_qkv(kind, np_dtype))
-    expected, _ = core.scaled_dot_product_attention(q, k, v, mask)
+    expected, _ = ta.scaled_dot_product_attention(q, k, v, mask)
     assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), expected, atol)
-    assert_close(core.sdpa(q, k, v, mask), expected, atol)
+    assert_close(ta.sdpa(q, k, v, mask), expected, atol)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -83,9 +82,9 @@ def test_is_causal_flag_equals_an_explicit_causal_mask(dtype):
     np_dtype, _, atol = DTYPES[dtype]
     q, k, v, _ = as_torch(*make_qkv("none", np_dtype))
     causal = torch.from_numpy(masks.causal_mask(T))
-    expected, _ = core.scaled_dot_product_attention(q, k, v, causal)
+    expected, _ = ta.scaled_dot_product_attention(q, k, v, causal)
     assert_close(F.scaled_dot_product_attention(q, k, v, is_causal=True), expected, atol)
-    assert_close(core.sdpa(q, k, v, is_causal=True), expected, atol)
+    assert_close(ta.sdpa(q, k, v, is_causal=True), expected, atol)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -93,8 +92,8 @@ def test_sdpa_helper_combines_a_padding_mask_with_is_causal(dtype):
     np_dtype, _, atol = DTYPES[dtype]
     q, k, v, padded = as_torch(*make_qkv("padding", np_dtype))
     both = torch.from_numpy(masks.combine(masks.causal_mask(T), padded.numpy()))
-    expected, _ = core.scaled_dot_product_attention(q, k, v, both)
-    assert_close(core.sdpa(q, k, v, padded, is_causal=True), expected, atol)
+    expected, _ = ta.scaled_dot_product_attention(q, k, v, both)
+    assert_close(ta.sdpa(q, k, v, padded, is_causal=True), expected, atol)
 
 
 def test_numpy_attention_keeps_float32_and_float16_inputs_in_their_dtype():

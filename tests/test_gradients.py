@@ -11,7 +11,6 @@ import pytest
 import torch
 from torch.autograd import gradcheck
 
-from helpers import attention_core as core
 from helpers import convert, masks
 from helpers import torch_attention as ta
 
@@ -36,7 +35,7 @@ def test_attention_gradients_match_finite_differences():
     mask = key_mask_with_an_empty_row()
 
     def output_and_weights(q, k, v):
-        return core.scaled_dot_product_attention(q, k, v, mask)
+        return ta.scaled_dot_product_attention(q, k, v, mask)
 
     assert gradcheck(output_and_weights, (q, k, v), fast_mode=True)
 
@@ -47,7 +46,7 @@ def test_sdpa_helper_gradients_match_finite_differences(is_causal):
     q, k, v = seeded(B, HEADS, T_Q, 3), seeded(B, HEADS, T_K, 3), seeded(B, HEADS, T_K, 5)
     mask = key_mask_with_an_empty_row()[:, None]  # (B, 1, T_q, T_k)
     assert gradcheck(
-        lambda q, k, v: core.sdpa(q, k, v, mask, is_causal=is_causal), (q, k, v), fast_mode=True
+        lambda q, k, v: ta.sdpa(q, k, v, mask, is_causal=is_causal), (q, k, v), fast_mode=True
     )
 
 

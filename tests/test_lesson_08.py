@@ -18,7 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from notebook_tools import verdict
 
-from helpers import attention_core as core
 from helpers import counts, masks
 from helpers import torch_attention as ta
 from helpers.inference import GroupedQueryAttention, KVCache, kv_cache_bytes
@@ -86,7 +85,7 @@ def test_gqa_equals_sdpa_with_enable_gqa_and_an_explicit_repeat(kv_heads):
         group = HEADS // kv_heads
         library = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         causal = torch.from_numpy(masks.causal_mask(T))
-        explicit, _ = core.scaled_dot_product_attention(
+        explicit, _ = ta.scaled_dot_product_attention(
             q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), causal
         )
         for heads in (library, explicit):
@@ -124,7 +123,7 @@ def test_a_windowed_cache_equals_the_band_mask_and_stays_within_the_window(windo
         cached, cache = decode(module, x, chunks)
         q, k, v = reference_gqa(module, x)
         band = np.tril(np.ones((T, T), dtype=bool)) & ~np.tril(np.ones((T, T), dtype=bool), -window)
-        heads, _ = core.scaled_dot_product_attention(
+        heads, _ = ta.scaled_dot_product_attention(
             q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), torch.from_numpy(band)
         )
         expected = module.out_proj(heads.transpose(1, 2).reshape(B, T, D_MODEL))
@@ -357,7 +356,7 @@ RIGHT = {
 def _step_with_the_courses_attention(q, k, v, keys, values):
     """The course's attention returns (out, weights): a learner who forgets the [0]."""
     keys, values = torch.cat([keys, k], -2), torch.cat([values, v], -2)
-    return core.scaled_dot_product_attention(q, keys, values), keys, values
+    return ta.scaled_dot_product_attention(q, keys, values), keys, values
 
 
 WRONG = {

@@ -356,18 +356,18 @@ def test_tile_kinds_agree_with_the_mask_they_summarise(T_q, T_k, block_q, block_
 def test_the_skipped_tiles_are_the_ones_the_tiled_helper_never_visits():
     """The grid's count of running tiles is the number of tiles flash_forward computes."""
     visited = []
-    real_update = flash._online_update
+    real_update = flash.online_update
 
     def counting(m, l, acc, s, v_tile):  # noqa: E741
         visited.append(s.shape)
         return real_update(m, l, acc, s, v_tile)
 
     q, k, v = problem(48, 48, batch=())
-    flash._online_update = counting
+    flash.online_update = counting
     try:
         flash.flash_forward(q, k, v, 16, 8, is_causal=True)
     finally:
-        flash._online_update = real_update
+        flash.online_update = real_update
     grid = tiling.tile_grid(48, 48, 16, 8, True)
     assert len(visited) == int((grid != "skipped").sum()) == 12
 

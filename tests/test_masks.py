@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import attention_core as core
 from helpers import masks
 from helpers import numpy_attention as npa
+from helpers import torch_attention as core
 
 
 def test_causal_mask_lets_query_i_see_keys_zero_to_i():
@@ -216,3 +216,16 @@ def test_a_converter_refuses_what_it_would_convert_wrongly(case):
     call, error, message = CONVERTER_MISUSE[case]
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    ("T_q", "T_k", "window"), [(1, 1, None), (3, 7, None), (7, 7, None), (4, 9, 3), (5, 5, 1)]
+)
+def test_the_torch_causal_mask_equals_the_numpy_one(T_q, T_k, window):
+    numpy_mask = masks.causal_mask_lower_right(T_q, T_k, window)
+    torch_mask = core.causal_mask_torch(T_q, T_k, lower_right=True, window=window)
+    assert torch_mask.dtype == torch.bool and np.array_equal(torch_mask.numpy(), numpy_mask)
+    if window is None and T_q == T_k:  # aligned top-left is the same square
+        assert np.array_equal(core.causal_mask_torch(T_q, T_k).numpy(), masks.causal_mask(T_q))
+    top_left = core.causal_mask_torch(T_q, T_k).numpy()
+    assert np.array_equal(top_left, np.tri(T_q, T_k, dtype=bool))  # key j <= query i

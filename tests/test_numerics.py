@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import attention_core as core
 from helpers import masks
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
@@ -58,10 +57,10 @@ def test_numpy_attention_with_huge_scores_is_finite(dtype):
 def test_torch_paths_with_huge_scores_are_finite(dtype):
     torch_dtype, size = TORCH_CASES[dtype]
     q, k, v = (torch.from_numpy(a).to(torch_dtype) for a in huge_scores_problem(size))
-    out, weights = core.scaled_dot_product_attention(q, k, v)
+    out, weights = ta.scaled_dot_product_attention(q, k, v)
     assert out.dtype == weights.dtype == torch_dtype
     torch.testing.assert_close(weights.float(), torch.tensor([[1.0, 0.0, 0.0]]))
-    for result in (out, core.sdpa(q, k, v), F.scaled_dot_product_attention(q, k, v)):
+    for result in (out, ta.sdpa(q, k, v), F.scaled_dot_product_attention(q, k, v)):
         assert torch.isfinite(result).all()
         torch.testing.assert_close(result.float(), v[:1].float())
 
@@ -109,7 +108,7 @@ def test_numpy_softmax_of_an_all_minus_inf_row_is_zero():
 
 def test_manual_torch_attention_gives_zero_output_and_zero_weights_to_a_query_with_no_keys():
     q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
-    out, weights = core.scaled_dot_product_attention(q, k, v, mask)
+    out, weights = ta.scaled_dot_product_attention(q, k, v, mask)
     assert torch.isfinite(out).all() and torch.isfinite(weights).all()
     assert (out[EMPTY] == 0).all() and (weights[EMPTY] == 0).all()
 
@@ -117,10 +116,10 @@ def test_manual_torch_attention_gives_zero_output_and_zero_weights_to_a_query_wi
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_sdpa_helper_gives_zero_output_to_a_query_with_no_keys(is_causal):
     q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
-    out = core.sdpa(q, k, v, mask, is_causal=is_causal)
+    out = ta.sdpa(q, k, v, mask, is_causal=is_causal)
     assert torch.isfinite(out).all() and (out[EMPTY] == 0).all()
     expected_mask = mask & torch.ones(3, 4, dtype=torch.bool).tril() if is_causal else mask
-    torch.testing.assert_close(out, core.scaled_dot_product_attention(q, k, v, expected_mask)[0])
+    torch.testing.assert_close(out, ta.scaled_dot_product_attention(q, k, v, expected_mask)[0])
 
 
 def test_sdpa_helper_gives_zeros_even_where_torch_sdpa_gives_nan(monkeypatch):
@@ -133,10 +132,10 @@ def test_sdpa_helper_gives_zeros_even_where_torch_sdpa_gives_nan(monkeypatch):
             return out
         return out.masked_fill(~attn_mask.any(dim=-1, keepdim=True), float("nan"))
 
-    monkeypatch.setattr(core.F, "scaled_dot_product_attention", nan_for_empty_rows)
+    monkeypatch.setattr(ta.F, "scaled_dot_product_attention", nan_for_empty_rows)
     q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
     assert torch.isnan(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)).any()
-    out = core.sdpa(q, k, v, mask)
+    out = ta.sdpa(q, k, v, mask)
     assert torch.isfinite(out).all() and (out[EMPTY] == 0).all()
 
 
@@ -169,8 +168,8 @@ def test_fused_module_output_for_a_query_with_no_keys_is_the_output_bias():
 def test_low_precision_paths_give_zeros_not_nan_for_a_query_with_no_keys(dtype):
     q, k, v, mask = (torch.from_numpy(a) for a in (*problem(), mask_with_empty_rows()))
     q, k, v = (x.to(dtype) for x in (q, k, v))
-    out, weights = core.scaled_dot_product_attention(q, k, v, mask)
-    sdpa_out = core.sdpa(q, k, v, mask)
+    out, weights = ta.scaled_dot_product_attention(q, k, v, mask)
+    sdpa_out = ta.sdpa(q, k, v, mask)
     for result in (out, weights, sdpa_out):
         assert torch.isfinite(result).all()
     assert (out[EMPTY] == 0).all() and (sdpa_out[EMPTY] == 0).all()
@@ -202,9 +201,9 @@ def test_every_path_scales_before_the_product_so_a_raw_overflow_gives_the_right_
     )
     assert torch.isinf(q @ k.T).any()  # the product really overflows unscaled
     expected = torch.tensor([[1.0, 2.0]], dtype=torch_dtype)
-    explicit, weights = core.scaled_dot_product_attention(q, k, v)
+    explicit, weights = ta.scaled_dot_product_attention(q, k, v)
     torch.testing.assert_close(explicit, expected)
-    torch.testing.assert_close(core.sdpa(q, k, v), expected)
+    torch.testing.assert_close(ta.sdpa(q, k, v), expected)
     if torch_dtype == torch.float32:  # NumPy has float16 too, but its matmul is float32 inside
         qn, kn, vn = (x.numpy() for x in (q, k, v))
         out_np, _ = npa.scaled_dot_product_attention(qn, kn, vn)
@@ -277,10 +276,10 @@ def test_the_attention_core_keeps_a_nan_in_a_later_key_or_value_out_of_earlier_r
     q, k, v = torch.randn(3, 1, 2, 5, 4, dtype=torch.float64).unbind(0)
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
     calls = {
-        "explicit": lambda q, k, v: core.scaled_dot_product_attention(q, k, v, causal)[0],
-        "sdpa_causal": lambda q, k, v: core.sdpa(q, k, v, is_causal=True),
-        "sdpa_mask": lambda q, k, v: core.sdpa(q, k, v, causal),
-        "sdpa_both": lambda q, k, v: core.sdpa(q, k, v, torch.ones(5, dtype=torch.bool), True),
+        "explicit": lambda q, k, v: ta.scaled_dot_product_attention(q, k, v, causal)[0],
+        "sdpa_causal": lambda q, k, v: ta.sdpa(q, k, v, is_causal=True),
+        "sdpa_mask": lambda q, k, v: ta.sdpa(q, k, v, causal),
+        "sdpa_both": lambda q, k, v: ta.sdpa(q, k, v, torch.ones(5, dtype=torch.bool), True),
     }
     clean = calls[core_call](q, k, v)
     bad = {"k": k, "v": v}[where].clone()
@@ -301,7 +300,7 @@ def test_a_fully_masked_row_still_gives_zeros_when_another_key_holds_nan():
     q, k, v = torch.randn(3, 1, 3, 4).unbind(0)
     v[..., 2, :] = float("nan")
     mask = torch.tensor([[False, False, False], [True, False, False], [True, True, True]])
-    for out in (core.sdpa(q, k, v, mask), core.scaled_dot_product_attention(q, k, v, mask)[0]):
+    for out in (ta.sdpa(q, k, v, mask), ta.scaled_dot_product_attention(q, k, v, mask)[0]):
         assert (out[..., 0, :] == 0).all() and out[..., 1, :].isfinite().all()
         assert out[..., 2, :].isnan().all()
 

@@ -12,9 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import attention_core as core
 from helpers import convert
 from helpers import numpy_attention as npa
+from helpers import torch_attention as core
 
 FAST = settings(max_examples=50, deadline=None, derandomize=True)
 

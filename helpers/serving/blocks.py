@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_write
 
 
 class PoolFull(RuntimeError):
@@ -184,32 +185,12 @@ class PagedKVCache:
             self.values[:, private] = self.values[:, shared]
         return slot
 
-    def write(self, layer: int, slots: Tensor, k: Tensor, v: Tensor, checked: bool = False) -> None:
-        """Store the keys and values ``(N, h_kv, d_k)`` of N tokens in their ``slots (N,)``
-        (``checked=True``: the caller has checked them, once for all layers)."""
-        if not checked:
-            self.check_write(layer, slots, k, v)
+    def write(self, layer: int, slots: Tensor, k: Tensor, v: Tensor) -> None:
+        """Store the keys and values ``(N, h_kv, d_k)`` of N tokens in their ``slots (N,)``."""
+        check_write(self, layer, slots, k, v)
         blocks, offsets = slots // self.block_size, slots % self.block_size
         self.keys[layer, blocks, :, offsets] = k
         self.values[layer, blocks, :, offsets] = v
-
-    def check_write(self, layer: int, slots: Tensor, k: Tensor, v: Tensor) -> None:
-        """What :meth:`write` needs: a layer, slots ``(N,)`` in the pool, k and v ``(N, h_kv,
-        d_k)`` in the cache's dtype and on its device."""
-        layers, num_blocks, h_kv, size, d_k = self.keys.shape
-        checks.require_index("layer", layer, layers)
-        checks.require_integer_tensor("slots", slots, "(N,)")
-        checks.require_ndim("slots", slots, (1,), "(N,)")
-        for name, x in (("k", k), ("v", v)):
-            checks.require_array(name, x, Tensor, "torch.Tensor")
-            if tuple(x.shape) != (len(slots), h_kv, d_k):
-                raise ValueError(f"{name} must be (N, h_kv, d_k) = {(len(slots), h_kv, d_k)} for "
-                                 f"slots {tuple(slots.shape)}, got {tuple(x.shape)}")  # fmt: skip
-        checks.require_same_dtype(k=k, v=v, cache=self.keys)
-        checks.require_same_device(slots=slots, k=k, v=v, cache=self.keys)
-        if len(slots) and not 0 <= int(slots.min()) <= int(slots.max()) < num_blocks * size:
-            raise ValueError(f"slots must lie in 0..num_blocks * block_size - 1 = "
-                             f"{num_blocks * size - 1}, got {slots.tolist()}")  # fmt: skip
 
     def block_table(self, seqs: list[Hashable], max_blocks: int | None = None) -> Tensor:
         """The block tables of ``seqs`` as one ``(len(seqs), max_blocks)`` int64 tensor, -1 after

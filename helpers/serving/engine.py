@@ -19,9 +19,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from helpers.kit import checks
-from helpers.rope import apply_rope
+from helpers.kit.entry_checks import check_cache, check_packed, check_requests, check_tokens
+from helpers.rope import apply_rope_unchecked
 from helpers.serving.blocks import PagedKVCache, PoolFull
-from helpers.serving.checks import check_cache, check_packed, check_requests, check_tokens
 from helpers.serving.model import TinyLM
 from helpers.serving.paged import paged_attention_unchecked
 from helpers.serving.prefix import PrefixCache
@@ -41,13 +41,17 @@ def packed_forward(
     check_packed(model, tokens, positions, slots, tables, cache)  # once, for every layer
     x = model.embed(tokens)  # (N, D)
     seq_lens = positions + 1
+    blocks, offsets = slots // cache.block_size, slots % cache.block_size  # where each token goes
     for i, layer in enumerate(model.layers):
         N, h, h_kv, d = x.shape[0], layer.num_heads, layer.num_kv_heads, layer.d_k
         q = layer.q_proj(x).view(N, h, d).transpose(0, 1)  # (h, N, d): RoPE turns along N
         k = layer.k_proj(x).view(N, h_kv, d).transpose(0, 1)
-        q, k = apply_rope(q, positions), apply_rope(k, positions)  # each at its own position
-        v = layer.v_proj(x).view(N, h_kv, d)
-        cache.write(i, slots, k.transpose(0, 1), v, checked=True)
+        q, k = (
+            apply_rope_unchecked(q, positions),
+            apply_rope_unchecked(k, positions),
+        )  # checked once
+        cache.keys[i, blocks, :, offsets] = k.transpose(0, 1)  # (N, h_kv, d) into their slots
+        cache.values[i, blocks, :, offsets] = layer.v_proj(x).view(N, h_kv, d)
         out = paged_attention_unchecked(
             q.transpose(0, 1), cache.keys[i], cache.values[i], tables, seq_lens
         )  # (N, h, d)

@@ -11,13 +11,13 @@ per layer. The serving engine runs the same weights over a paged cache instead
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from helpers.inference import GroupedQueryAttention, KVCache
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_token_ids
 
 WEIGHTS = Path(__file__).with_name("weights.pt")
 
@@ -63,23 +63,6 @@ class TinyLM(nn.Module):
     def logits(self, tokens: Tensor) -> Tensor:
         """Scores for every position, no cache: the callable speculative decoding takes."""
         return self(tokens)[0]
-
-
-def check_token_ids(name: str, tokens: Any, vocab: int, layout: str = "(B, T)") -> None:
-    """Token ids: an integer tensor ``(B, T)`` with T >= 1 (``(1, T)`` if ``layout`` says so),
-    every id in ``0 .. vocab - 1``."""
-    checks.require_array(name, tokens, Tensor, "torch.Tensor")
-    checks.require_integer_tensor(name, tokens, layout)
-    checks.require_ndim(name, tokens, (2,), layout)
-    if 0 in tokens.shape or (layout == "(1, T)" and tokens.shape[0] != 1):
-        raise ValueError(
-            f"{name} must be token ids {layout} with T >= 1, got {tuple(tokens.shape)}"
-        )
-    if not 0 <= int(tokens.min()) <= int(tokens.max()) < vocab:
-        raise ValueError(
-            f"{name} must lie in the vocabulary 0..{vocab - 1}, got ids from {int(tokens.min())} "
-            f"to {int(tokens.max())}, shape {tuple(tokens.shape)}"
-        )
 
 
 def make_model(name: str, seed: int = 0) -> TinyLM:

@@ -21,13 +21,11 @@ admitted prompts, oldest first (*chunked prefill*).
 
 from __future__ import annotations
 
-import numbers
 from collections import deque
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_request
 from helpers.serving.blocks import PagedKVCache
 from helpers.serving.prefix import PrefixCache
 
@@ -199,20 +197,3 @@ class Scheduler:
             admitted.append(self._chunk(request, budget))
             budget -= len(admitted[-1].tokens)
         return admitted
-
-
-def check_request(request: Request) -> None:
-    checks.require_array("request", request, Request, "helpers.serving.Request")
-    ids = isinstance(request.prompt, list) and all(
-        isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_)) and t >= 0
-        for t in request.prompt
-    )  # NumPy integers are token ids too; True is not
-    if not request.prompt or not ids:
-        raise ValueError(
-            f"request {request.rid}: prompt must be a non-empty list of token ids (ints >= 0), "
-            f"got {request.prompt!r}"
-        )
-    checks.require_positive_int("max_new_tokens", request.max_new_tokens)
-    checks.require_non_negative_int("arrival", request.arrival)
-    if request.output:
-        raise ValueError(f"request {request.rid} has output already: {request.output}")

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from helpers.kit import checks
+from helpers.kit.entry_checks import check_distributions, check_speculative
 
 Model = Callable[[Tensor], Tensor]  # token ids (1, T) -> logits (1, T, V)
 
@@ -45,7 +46,6 @@ def speculative_decode(
 ) -> Tensor:  # fmt: skip
     """``(1, T_0 + max_new_tokens)``: the prompt and the new tokens, as the target alone would
     choose them (greedy) or distributed as sampling from it would (``temperature > 0``)."""
-    _check(target, draft, prompt, max_new_tokens, num_draft, temperature, generator)
     rounds = speculative_rounds(
         target, draft, prompt, max_new_tokens, num_draft, temperature, generator
     )
@@ -57,7 +57,13 @@ def speculative_rounds(
     target: Model, draft: Model, prompt: Tensor, max_new_tokens: int, num_draft: int = 4,
     temperature: float = 0.0, generator: torch.Generator | None = None,
 ) -> Iterator[Round]:  # fmt: skip
-    """:func:`speculative_decode` round by round (unchecked): what each round proposed and kept."""
+    """:func:`speculative_decode` round by round: what each round proposed and kept. The
+    arguments are checked here, before the first round runs."""
+    check_speculative(target, draft, prompt, max_new_tokens, num_draft, temperature, generator)
+    return _rounds(target, draft, prompt, max_new_tokens, num_draft, temperature, generator)
+
+
+def _rounds(target, draft, prompt, max_new_tokens, num_draft, temperature, generator):
     tokens, stop = prompt, prompt.shape[1] + max_new_tokens
     while tokens.shape[1] < stop:
         k = min(num_draft, stop - tokens.shape[1] - 1)  # the target's own token ends the round
@@ -161,24 +167,6 @@ def step_distribution(p: Tensor, q: Tensor) -> Tensor:
     return out
 
 
-def check_distributions(p: Tensor, q: Tensor) -> None:
-    """p and q: floating tensors ``(V,)`` of one shape, each >= 0 and summing to 1."""
-    for name, x in (("p", p), ("q", q)):
-        checks.require_array(name, x, Tensor, "torch.Tensor")
-        checks.require_floating(name, x)
-        checks.require_ndim(name, x, (1,), "(V,)")
-        total = float(x.sum())
-        if x.numel() == 0 or not bool((x >= 0).all()) or abs(total - 1) > 1e-6:
-            raise ValueError(
-                f"{name} must be a distribution (V,): numbers >= 0 summing to 1, got shape "
-                f"{tuple(x.shape)}, smallest {float(x.min()) if x.numel() else 'none'}, sum {total:.6g}"
-            )
-    if p.shape != q.shape:
-        raise ValueError(
-            f"p and q must share one vocabulary: p {tuple(p.shape)}, q {tuple(q.shape)}"
-        )
-
-
 def _call(model: Model, name: str, tokens: Tensor) -> Tensor:
     """``model(tokens)``: logits ``(1, T, V)`` with no NaN and no +inf (-inf bans a token), and
     in each row a token not banned."""
@@ -222,35 +210,3 @@ def _call_target(target: Model, tokens: Tensor, q: Tensor | None) -> Tensor:
             f"target failed on the draft's proposals {tokens[0, -len(q) :].tolist()} ({error}): "
             f"draft and target must share one vocabulary, the draft's has V = {q.shape[-1]}"
         ) from error
-
-
-def _check(target, draft, prompt, max_new_tokens, num_draft, temperature, generator) -> None:
-    for name, model in (("target", target), ("draft", draft)):
-        if not callable(model):
-            raise TypeError(f"{name} must be callable: token ids (1, T) -> logits (1, T, V)")
-    checks.require_array("prompt", prompt, Tensor, "torch.Tensor")
-    if (
-        prompt.dtype != torch.int64
-        or prompt.ndim != 2
-        or prompt.shape[0] != 1
-        or not prompt.numel()
-    ):
-        raise ValueError(
-            f"prompt must be int64 token ids (1, T_0) with T_0 >= 1, got {prompt.dtype} "
-            f"{tuple(prompt.shape)}"
-        )
-    if int(prompt.min()) < 0:
-        raise ValueError(f"prompt must hold token ids >= 0, got {prompt.tolist()}")
-    checks.require_non_negative_int("max_new_tokens", max_new_tokens)
-    checks.require_positive_int("num_draft", num_draft)
-    checks.require_real("temperature", temperature, low=0.0)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        kind = type(generator)
-        raise TypeError(
-            f"generator must be a torch.Generator or None, got {kind.__module__}.{kind.__qualname__}"
-        )
-    if generator is not None and generator.device.type != "cpu":
-        raise ValueError(
-            f"generator must be a CPU torch.Generator (every draw is made on the CPU), got one "
-            f"on {generator.device}"
-        )

@@ -47,7 +47,7 @@ def _cache_step():
         if isinstance(out, tuple):
             raise Slip(
                 f"out is a tuple of {len(out)}, not a tensor",
-                hint="helpers.attention_core.scaled_dot_product_attention returns "
+                hint="helpers.torch_attention.scaled_dot_product_attention returns "
                 "(out, weights): take its [0], or call F.scaled_dot_product_attention, which "
                 "returns the output alone.",
             )

@@ -24,13 +24,13 @@ import torch
 from matplotlib.collections import LineCollection, PatchCollection
 from matplotlib.figure import Figure
 
-from helpers.attention_core import scaled_dot_product_attention
 from helpers.counts import step_flops
 from helpers.inference import GroupedQueryAttention, kv_cache_bytes
 from helpers.kit.checks import require_choice, require_positive_int
 from helpers.kit.plots import attention_heatmap
 from helpers.masks import causal_mask
 from helpers.rope import apply_rope
+from helpers.torch_attention import scaled_dot_product_attention
 
 
 def _count(n: int, noun: str, plural: str | None = None) -> str:

@@ -15,10 +15,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from helpers.attention_core import scaled_dot_product_attention
 from helpers.kit import checks
 from helpers.rope import apply_rope
-from helpers.torch_attention import FusedMultiHeadAttention, combine_heads
+from helpers.torch_attention import (
+    FusedMultiHeadAttention,
+    combine_heads,
+    scaled_dot_product_attention,
+)
 
 
 class AttentionOnlyTransformer(nn.Module):
@@ -62,7 +65,7 @@ class AttentionOnlyTransformer(nn.Module):
             x = x + self.position_embedding(positions)
         maps = []
         for layer, attention in enumerate(self.attention):
-            heads, weights = self._heads(
+            heads, weights = self.heads(
                 attention, x, positions if self.rope else None
             )  # (B, h, T, d_k), (B, h, T, T)
             for ablated_layer, head in ablate:
@@ -114,7 +117,7 @@ class AttentionOnlyTransformer(nn.Module):
                 )
 
     @staticmethod
-    def _heads(attention: FusedMultiHeadAttention, x: Tensor, positions) -> tuple[Tensor, Tensor]:
+    def heads(attention: FusedMultiHeadAttention, x: Tensor, positions) -> tuple[Tensor, Tensor]:
         """Each head's output and weights, before the heads are combined and projected."""
         q, k, v = attention.project_qkv(x, x, x)
         if positions is not None:
