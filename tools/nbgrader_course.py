@@ -40,6 +40,8 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.kit import exercises as registry
+from helpers.kit import grading
 from tools.exercise_cells import (
     STUB_LINE,
     Exercise,
@@ -49,8 +51,6 @@ from tools.exercise_cells import (
     solution_parts,
     stub_parts,
 )
-from helpers.kit import exercises as registry
-from helpers.kit import grading
 from tools.syllabus import NOTEBOOK_GLOB, ROOT, NotebookError, notebook_paths
 
 POINTS = 1  # per exercise
@@ -92,6 +92,7 @@ def answer_source(exercise: Exercise) -> str:
     return "\n".join([*lines, after]).rstrip()
 
 
+WIDTH = 88  # the verdict's lines, wrapped: nbgrader's feedback page does not wrap them
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 
 
@@ -151,7 +152,7 @@ def graded_source(exercise: Exercise, how: Grading) -> str:
     name, function = exercise.name, exercise.function
     return (
         "from helpers.kit.exercises import RESULTS, check\n\n"
-        f'check("{name}", {function})\n'
+        f'check("{name}", {function}, width={WIDTH})\n'
         f'assert RESULTS["{name}"] == "passed", "{name}: see the checker\'s verdict above"\n'
         + hidden_source(exercise, how)
     )

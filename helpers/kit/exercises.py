@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -164,16 +165,22 @@ def _copied(value):
     return value
 
 
-def check(name: str, fn: Callable) -> None:
+def check(name: str, fn: Callable, width: int | None = None) -> None:
     """Run exercise ``name``'s checks on ``fn`` and print a verdict (also kept in RESULTS).
 
     First used in notebook 00, section 6 (Your first exercise); every exercise cell ends with it.
     Two slips get a sentence of their own: a function that returns ``None`` (a forgotten
     ``return``), and a function that calls another exercise's stub still unwritten. A check
-    that raises :class:`Slip` prints the slip's hint instead of the exercise's.
+    that raises :class:`Slip` prints the slip's hint instead of the exercise's. A failure's hint
+    comes right after the verdict, then what the check found, cut short (:func:`_shortened`).
+    ``width`` wraps the hint and that text to lines of at most ``width`` characters: the graded
+    cells of ``make nbgrader`` ask for it, as nbgrader's feedback page does not wrap lines.
     """
     ex = get(name)
     returned_none = False
+
+    def say(text: str, first: str = "") -> None:  # first: the indent of its first line
+        print("\n".join(_wrapped(text, width, first)))
 
     def watched(*args, **kwargs):
         nonlocal returned_none
@@ -190,12 +197,12 @@ def check(name: str, fn: Callable) -> None:
             RESULTS[name] = "not attempted"
             stub = _raised_in(error)
             if stub in (None, getattr(fn, "__name__", None)):
-                print(
+                say(
                     f"⏳ {name}: not attempted yet. "
                     "Replace `raise NotImplementedError` with your code."
                 )
             else:
-                print(
+                say(
                     f"⏳ {name}: your function calls `{stub}`, which still raises "
                     "NotImplementedError: write that one first (an earlier exercise), then run "
                     "this cell again."
@@ -205,13 +212,38 @@ def check(name: str, fn: Callable) -> None:
             RESULTS[name] = "failed"
             detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
             detail = str(error) if isinstance(error, Slip) else detail  # a sentence, no type
-            print(f"❌ {name}: {_which_check(i, len(ex.checks))} failed: {what}.\n   {detail}")
+            say(f"❌ {name}: {_which_check(i, len(ex.checks))} failed: {what}.")
             if returned_none:
-                print("   Your function returned None: did you forget `return`?")
-            print(f"   Hint: {error.hint if isinstance(error, Slip) else ex.hint}")
+                say("Your function returned None: did you forget `return`?", "   ")
+            say(f"Hint: {error.hint if isinstance(error, Slip) else ex.hint}", "   ")
+            print(_shortened(detail, width))
             return
     RESULTS[name] = "passed"
     print(f"✅ {name}: {_all_passed(len(ex.checks))}")
+
+
+DETAIL_LINES = 8  # what the check found (e.g. NumPy's comparison of two arrays), cut after this
+
+
+def _wrapped(text: str, width: int | None, first: str = "   ") -> list[str]:
+    """``text`` after ``first``, in lines of at most ``width`` (None: one line), the lines
+    after the first indented under the verdict."""
+    if width is None:
+        return [first + text]
+    return textwrap.wrap(
+        text, width, initial_indent=first, subsequent_indent="   ", break_on_hyphens=False
+    )
+
+
+def _shortened(detail: str, width: int | None) -> str:
+    """What the check found, after the hint: at most ``DETAIL_LINES`` lines (a long array's
+    dump is cut, saying how many lines were left out), wrapped to ``width`` if given."""
+    lines = [
+        piece for line in detail.splitlines() if line.strip() for piece in _wrapped(line, width)
+    ]
+    if len(lines) > DETAIL_LINES:
+        lines = [*lines[: DETAIL_LINES - 1], f"   … ({len(lines) - DETAIL_LINES + 1} more lines)"]
+    return "\n".join(lines)
 
 
 def _which_check(i: int, count: int) -> str:
