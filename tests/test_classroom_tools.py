@@ -77,6 +77,15 @@ def test_a_student_copy_clears_exercise_and_check_outputs(notebooks, copies, pat
     assert all(c.outputs == [] for c in uses), "a check-yourself cell kept its output"
 
 
+@pytest.mark.parametrize("made", ["student", "nbgrader"])
+def test_no_copy_for_a_class_links_to_colab(notebooks, copies, sources, made):
+    for path, nb in notebooks.items():
+        assert "colab.research.google.com" in nb.cells[0].source  # the course's own has it
+        copy = (copies if made == "student" else sources)[path]
+        assert not any("colab.research.google.com" in c.source for c in copy.cells), path.name
+        assert copy.cells[0].source.startswith(nb.cells[0].source.split("\n")[0])  # the title
+
+
 def test_a_solution_cell_s_prose_stays_in_the_student_copy(copies):
     text = "\n".join(c.source for c in copies[NOTEBOOKS[0]].cells)
     assert "**Check yourself.** Once the checker is happy" in text

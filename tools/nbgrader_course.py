@@ -21,7 +21,8 @@ In each notebook, every exercise (``tools.exercise_cells``) becomes two cells:
   cell that fakes the visible verdict (a fake checker in ``sys.modules``, ``check`` patched or
   shadowed) still gets no point.
 
-The solution's prose after ``</details>`` stays, as a markdown cell after the test cell.
+The solution's prose after ``</details>`` stays, as a markdown cell after the test cell. The
+title's Colab badge goes: it opens the course's own notebook, solutions and all.
 Outputs are cleared: nbgrader runs the notebooks itself. Every notebook is read and checked
 before anything is written: one that breaks the exercise pattern stops the command with one
 line naming the notebook and the cell.
@@ -42,6 +43,7 @@ import nbformat
 
 from helpers.kit import exercises as registry
 from helpers.kit import grading
+from tools.course import without_colab_badge
 from tools.exercise_cells import (
     STUB_LINE,
     Exercise,
@@ -179,6 +181,7 @@ def source_notebook(
     defaults to this environment's ``helpers`` and a salt of 0 (``main`` keeps a secret one)."""
     how = how or Grading.installed(0)
     made = copy.deepcopy(nb)
+    without_colab_badge(made)  # it opens the course's notebook, solutions and all
     made.metadata.pop("widgets", None)  # the widget state of outputs that are cleared
     by_stub = {exercise.stub_cell: exercise for exercise in exercises}
     solutions = {exercise.solution_cell for exercise in exercises}
