@@ -9,7 +9,8 @@ environment.
 In a throwaway folder: ``make nbgrader``'s course folder; ``nbgrader generate_assignment`` for
 every lesson; for a NumPy lesson (02) and a PyTorch one (05), two submissions: *ada* hands in
 the course's solutions, *ben* a typical slip in exercise 1, exercise 2 left as the stub and
-exercise 3 solved; then ``autograde``, ``generate_feedback`` and ``export``. The points per
+exercise 3 solved; then ``autograde``, ``generate_feedback`` and ``export``. The roster,
+imported first (``nbgrader db student import``), also names *cy*, who hands nothing in. The points per
 exercise are read where a student reads them, in the feedback page, which lists each graded
 cell's score from the gradebook; the totals in the CSV that ``export`` writes.
 
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from classroom_tools import leaked, released_source
+from classroom_tools import MALLORY, SEEN_ONLY, leaked, released_source
 from conftest import NOTEBOOKS, ROOT
 from venv_tools import cached_venv, kernel_folder, run
 
@@ -62,69 +63,6 @@ SLIPS = {
     """,
 }
 STUDENTS = ["ada", "ben"]
-# Code a student puts in lesson 02's first answer cell to fake the grade; the exercises stay stubs.
-_FAKE_MODULE = """
-import types
-
-fake = types.ModuleType("helpers.kit.exercises")
-fake.RESULTS = {}
-
-
-def passes(name, fn):
-    print(f"✅ {name}: all checks passed.")
-    fake.RESULTS[name] = "passed"
-
-
-fake.check = passes
-"""
-MALLORY = {
-    "mallory_modules": _FAKE_MODULE
-    + """
-import sys
-
-sys.modules["helpers.kit.exercises"] = fake
-""",
-    "mallory_patch": """
-import helpers.kit.exercises as course
-
-
-def passes(name, fn):
-    course.RESULTS[name] = "passed"
-
-
-course.check = passes
-""",
-    "mallory_shadow": _FAKE_MODULE
-    + """
-import builtins
-
-real_import = builtins.__import__
-
-
-def shadowed(name, *args, **kwargs):
-    return fake if name == "helpers.kit.exercises" else real_import(name, *args, **kwargs)
-
-
-builtins.__import__ = shadowed
-""",
-    "mallory_checkers": """
-import helpers.kit.exercises as course
-
-for name in ("scaled_attention", "softmax_entropy", "self_attention"):
-    course.get(name).checks = []
-""",
-}
-# Right only on the inputs the visible checks use (their seeds are in the course's files).
-SEEN_ONLY = """
-    from helpers.numpy_attention import scaled_dot_product_attention
-
-    seen = {round(float(np.random.default_rng(s).standard_normal()), 9) for s in range(20)}
-    output, weights = scaled_dot_product_attention(q, k, v)
-    first = float(np.ravel(q)[0])
-    if round(first, 9) in seen or round(first / 100, 9) in seen:
-        return output, weights
-    return output + 1, weights
-"""
 
 pytestmark = pytest.mark.timeout(1500)  # the first run builds the environment
 
@@ -198,6 +136,9 @@ def course(nbgrader_env, tmp_path_factory) -> Path:
     """The course folder after release, submission, autograding, feedback and export."""
     course = tmp_path_factory.mktemp("class") / "course"
     assert nbgrader_course.main([str(course)]) == 0
+    roster = course / "roster.csv"  # cy never hands anything in
+    roster.write_text("id,first_name,last_name\nada,Ada,A\nben,Ben,B\ncy,Cy,C\n")
+    nbgrader(nbgrader_env, course, "db", "student", "import", str(roster))
     nbgrader(nbgrader_env, course, "generate_assignment", "*")  # a glob: every lesson
     for lesson in GRADED:
         for student in STUDENTS:
@@ -306,3 +247,7 @@ def test_export_writes_every_student_s_score_to_a_csv(course):
     for lesson in GRADED:
         assert float(rows[lesson, "ada"]["score"]) == float(rows[lesson, "ada"]["max_score"]) == 3
         assert float(rows[lesson, "ben"]["score"]) == 1
+    # The roster's student who handed nothing in has a row for every lesson, with 0.
+    cy = [row for (_, student), row in rows.items() if student == "cy"]
+    assert len(cy) == len(NOTEBOOKS) and {float(row["score"]) for row in cy} == {0.0}
+    assert {row["first_name"] for row in cy} == {"Cy"}

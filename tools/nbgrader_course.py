@@ -178,8 +178,9 @@ def source_notebook(
     nb: nbformat.NotebookNode, exercises: list[Exercise], how: Grading | None = None
 ) -> nbformat.NotebookNode:
     """The notebook as nbgrader's source: answer and test cells, outputs cleared. ``how``
-    defaults to this environment's ``helpers`` and a salt of 0 (``main`` keeps a secret one)."""
-    how = how or Grading.installed(0)
+    defaults to this environment's ``helpers`` and a new random salt (``main`` keeps one per
+    course folder)."""
+    how = how or Grading.installed(secrets.randbelow(2**31) + 1)
     made = copy.deepcopy(nb)
     without_colab_badge(made)  # it opens the course's notebook, solutions and all
     made.metadata.pop("widgets", None)  # the widget state of outputs that are cleared

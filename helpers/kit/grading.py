@@ -14,7 +14,8 @@ with the one recorded when the course was built, and calls :func:`grade`, which
   (the student's function still imports the kernel's own);
 - runs the exercise's checks on the student's function with every seed they use
   (``np.random.default_rng``, ``torch.manual_seed``, ``torch.Generator().manual_seed``) mixed
-  with a number that only the hidden part holds: inputs the student has not seen;
+  with a number that only the hidden part holds: inputs the student has not seen (a seed the
+  student's own code gives is left alone, so it cannot make the same inputs);
 - raises AssertionError naming the check that failed, so that nbgrader gives the cell no point.
 
 What it cannot stop: the answer cell runs as the user who grades, in the same Python, so code
@@ -158,21 +159,23 @@ def _course_modules(root: Path, files: list[str], want: str) -> dict[str, object
     return finder.table
 
 
-def _mixed(salt: int, seed) -> int:
-    return (salt * 1_000_003 + int(seed)) % 2**63
-
-
 @contextlib.contextmanager
-def _unseen_seeds(salt: int):
-    """Every integer seed the checks give NumPy or torch is mixed with ``salt``."""
+def _unseen_seeds(salt: int, course: set[int]):
+    """Every integer seed that the course's modules (``course``: the ids of their globals) give
+    NumPy or torch is mixed with ``salt``; a seed the student's own code gives is left as is."""
+
+    def mixed(seed):
+        if id(sys._getframe(2).f_globals) not in course or not isinstance(seed, numbers.Integral):
+            return seed  # frame 2: the caller of the patched function below
+        return (salt * 1_000_003 + int(seed)) % 2**63
+
     undo = []
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         rng = numpy.random.default_rng
 
         def default_rng(seed=None):
-            mixed = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
-            return rng(_mixed(salt, seed) if mixed else seed)
+            return rng(mixed(seed))
 
         numpy.random.default_rng = default_rng
         undo.append((numpy.random, "default_rng", rng))
@@ -182,10 +185,12 @@ def _unseen_seeds(salt: int):
 
         class Generator(generator):
             def manual_seed(self, seed):
-                return super().manual_seed(_mixed(salt, seed))
+                return super().manual_seed(mixed(seed))
 
-        torch.manual_seed = lambda seed: manual_seed(_mixed(salt, seed))
-        torch.Generator = Generator
+        def seeded(seed):
+            return manual_seed(mixed(seed))
+
+        torch.manual_seed, torch.Generator = seeded, Generator
         undo += [(torch, "manual_seed", manual_seed), (torch, "Generator", generator)]
     try:
         yield
@@ -201,6 +206,8 @@ def grade(name: str, fn, checkers: str, root: str, files: list[str], want: str, 
     :func:`files_needed` and :func:`digest` gave when the course was built. Raises
     AssertionError, naming the check, unless every check passes.
     """
+    if salt < 1:  # 0 would leave every seed as the visible checks use it
+        raise AssertionError("the hidden part's salt must be a positive number")
     modules = _course_modules(Path(root), files, want)
     exercises = modules[f"{PACKAGE}.kit.exercises"]
     if checkers not in modules:
@@ -214,7 +221,7 @@ def grade(name: str, fn, checkers: str, root: str, files: list[str], want: str, 
         return fn(*args, **kwargs)
 
     count = len(exercise.checks)
-    with _unseen_seeds(salt):
+    with _unseen_seeds(salt, {id(vars(module)) for module in modules.values()}):
         for i, (what, run) in enumerate(exercise.checks, start=1):
             try:
                 run(given)
