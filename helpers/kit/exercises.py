@@ -53,6 +53,9 @@ class Exercise:
     checks: list[Check] = field(default_factory=list)
     hint: str = ""
     shares_inputs: bool = False  # its checks ask for views of the inputs: pass them uncopied
+    # A graded class checks the answer again on inputs of its own seeds (helpers.kit.grading);
+    # False for an answer fitted to the checks' own inputs (a tolerance measured on them).
+    unseen_inputs: bool = True
 
 
 REGISTRY: dict[str, Exercise] = {}
@@ -60,13 +63,14 @@ RESULTS: dict[str, str] = {}  # name -> "passed" | "failed" | "not attempted"
 
 
 def exercise(
-    name: str, notebook: str, hint: str, shares_inputs: bool = False
+    name: str, notebook: str, hint: str, shares_inputs: bool = False, unseen_inputs: bool = True
 ) -> Callable[[Callable], Callable]:
     """Register a function that returns the exercise's checks as a list of (text, fn).
 
     Each ``nbNN.py`` module uses it; its docstrings name the notebook section. The answer gets
     copies of the checks' arrays and tensors, so that editing them in place is no mistake;
     ``shares_inputs=True`` passes the inputs themselves, for checks that want views of them.
+    ``unseen_inputs=False`` keeps a graded class's second run of the checks on their own seeds.
     """
 
     def register(make_checks: Callable[[], list[Check]]) -> Callable:
@@ -75,7 +79,7 @@ def exercise(
                 f"exercise {name!r} of notebook {notebook} is already registered by notebook "
                 f"{REGISTRY[name].notebook}: give it another name"
             )
-        REGISTRY[name] = Exercise(name, notebook, make_checks(), hint, shares_inputs)
+        REGISTRY[name] = Exercise(name, notebook, make_checks(), hint, shares_inputs, unseen_inputs)
         return make_checks
 
     return register

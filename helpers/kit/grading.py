@@ -15,7 +15,9 @@ with the one recorded when the course was built, and calls :func:`grade`, which
 - runs the exercise's checks on the student's function with every seed they use
   (``np.random.default_rng``, ``torch.manual_seed``, ``torch.Generator().manual_seed``) mixed
   with a number that only the hidden part holds: inputs the student has not seen (a seed the
-  student's own code gives is left alone, so it cannot make the same inputs);
+  student's own code gives is left alone, so it cannot make the same inputs), unless the
+  exercise was registered with ``unseen_inputs=False`` (an answer fitted to the checks' own
+  inputs, such as notebook 07's tolerance measured on them);
 - raises AssertionError naming the check that failed, so that nbgrader gives the cell no point.
 
 What it cannot stop: the answer cell runs as the user who grades, in the same Python, so code
@@ -221,7 +223,9 @@ def grade(name: str, fn, checkers: str, root: str, files: list[str], want: str, 
         return fn(*args, **kwargs)
 
     count = len(exercise.checks)
-    with _unseen_seeds(salt, {id(vars(module)) for module in modules.values()}):
+    course = {id(vars(module)) for module in modules.values()}
+    unseen = _unseen_seeds(salt, course) if exercise.unseen_inputs else contextlib.nullcontext()
+    with unseen:
         for i, (what, run) in enumerate(exercise.checks, start=1):
             try:
                 run(given)
