@@ -209,7 +209,7 @@ def test_the_feedback_page_gives_the_course_s_verdicts_and_hint(course, lesson):
     assert f"❌ {names[0]}: check" in ben
     hint = f"Hint: {registry.get(names[0]).hint}"  # as the course prints it, wrapped to its box
     assert " ".join(hint.split()) in " ".join(ben.split())
-    lines = ben[ben.index(f"❌ {names[0]}: check") :].splitlines()
+    lines = [line for line in ben[ben.index(f"❌ {names[0]}: check") :].splitlines() if line]
     verdict = lines[:1] + list(itertools.takewhile(lambda line: line.startswith("   "), lines[1:]))
     hint_at = next(i for i, line in enumerate(verdict) if line.startswith("   Hint: "))
     assert not any("array(" in line for line in verdict[:hint_at]), verdict  # the hint first

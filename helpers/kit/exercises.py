@@ -216,11 +216,13 @@ def check(name: str, fn: Callable, width: int | None = None) -> None:
             RESULTS[name] = "failed"
             detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
             detail = str(error) if isinstance(error, Slip) else detail  # a sentence, no type
-            say(f"❌ {name}: {_which_check(i, len(ex.checks))} failed: {what}.")
+            lines = _wrapped(
+                f"❌ {name}: {_which_check(i, len(ex.checks))} failed: {what}.", width, ""
+            )
             if returned_none:
-                say("Your function returned None: did you forget `return`?", "   ")
-            say(f"Hint: {error.hint if isinstance(error, Slip) else ex.hint}", "   ")
-            print(_shortened(detail, width))
+                lines += _wrapped("Your function returned None: did you forget `return`?", width)
+            lines += _wrapped(f"Hint: {error.hint if isinstance(error, Slip) else ex.hint}", width)
+            print("\n".join([*lines, _shortened(detail, width)]))  # one output: one box
             return
     RESULTS[name] = "passed"
     print(f"✅ {name}: {_all_passed(len(ex.checks))}")
