@@ -1,5 +1,5 @@
 """What the graded-class tests look for: a solution's own code, in any text of a notebook, and
-the answer cell nbgrader releases."""
+the answer cell nbgrader releases; and the answer cells that try to fake a grade."""
 
 from __future__ import annotations
 
@@ -41,3 +41,68 @@ def released_source(exercise: Exercise) -> str:
     before, indent, after = stub_parts(exercise)
     lines = [before] if before else []
     return "\n".join([*lines, indent + STUB_LINE, after]).rstrip()
+
+
+# Code a student puts in lesson 02's first answer cell to fake the grade; the exercises stay stubs.
+_FAKE_MODULE = """
+import types
+
+fake = types.ModuleType("helpers.kit.exercises")
+fake.RESULTS = {}
+
+
+def passes(name, fn, **options):
+    print(f"✅ {name}: all checks passed.")
+    fake.RESULTS[name] = "passed"
+
+
+fake.check = passes
+"""
+MALLORY = {
+    "mallory_modules": _FAKE_MODULE
+    + """
+import sys
+
+sys.modules["helpers.kit.exercises"] = fake
+""",
+    "mallory_patch": """
+import helpers.kit.exercises as course
+
+
+def passes(name, fn, **options):
+    course.RESULTS[name] = "passed"
+
+
+course.check = passes
+""",
+    "mallory_shadow": _FAKE_MODULE
+    + """
+import builtins
+
+real_import = builtins.__import__
+
+
+def shadowed(name, *args, **kwargs):
+    return fake if name == "helpers.kit.exercises" else real_import(name, *args, **kwargs)
+
+
+builtins.__import__ = shadowed
+""",
+    "mallory_checkers": """
+import helpers.kit.exercises as course
+
+for name in ("scaled_attention", "softmax_entropy", "self_attention"):
+    course.get(name).checks = []
+""",
+}
+# Right only on the inputs the visible checks use (their seeds are in the course's files).
+SEEN_ONLY = """
+    from helpers.numpy_attention import scaled_dot_product_attention
+
+    seen = {round(float(np.random.default_rng(s).standard_normal()), 9) for s in range(20)}
+    output, weights = scaled_dot_product_attention(q, k, v)
+    first = float(np.ravel(q)[0])
+    if round(first, 9) in seen or round(first / 100, 9) in seen:
+        return output, weights
+    return output + 1, weights
+"""

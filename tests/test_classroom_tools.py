@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
 import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
-from classroom_tools import leaked, released_source, solution_code
+from classroom_tools import MALLORY, SEEN_ONLY, leaked, released_source, solution_code
 from conftest import NOTEBOOKS, ROOT
 from notebook_tools import number
 
@@ -77,6 +81,15 @@ def test_a_student_copy_clears_exercise_and_check_outputs(notebooks, copies, pat
     assert all(c.outputs == [] for c in uses), "a check-yourself cell kept its output"
 
 
+@pytest.mark.parametrize("made", ["student", "nbgrader"])
+def test_no_copy_for_a_class_links_to_colab(notebooks, copies, sources, made):
+    for path, nb in notebooks.items():
+        assert "colab.research.google.com" in nb.cells[0].source  # the course's own has it
+        copy = (copies if made == "student" else sources)[path]
+        assert not any("colab.research.google.com" in c.source for c in copy.cells), path.name
+        assert copy.cells[0].source.startswith(nb.cells[0].source.split("\n")[0])  # the title
+
+
 def test_a_solution_cell_s_prose_stays_in_the_student_copy(copies):
     text = "\n".join(c.source for c in copies[NOTEBOOKS[0]].cells)
     assert "**Check yourself.** Once the checker is happy" in text
@@ -133,6 +146,60 @@ def test_nbgrader_answers_pass_their_graded_cells_and_released_stubs_do_not(
         assert stub.endswith(
             "AssertionError: " + f"{exercise.name}: see the checker's verdict above"
         )
+
+
+RUN_CELLS = """
+import json, sys
+
+namespace = {}
+for cell in json.loads(sys.stdin.read()):
+    try:
+        exec(compile(cell, "cell", "exec"), namespace)
+    except AssertionError as error:
+        print(f"AssertionError: {error}")
+        break
+"""
+
+
+@pytest.mark.parametrize("attack", [*MALLORY, "seen_only"])
+def test_an_answer_cell_that_fakes_the_verdict_fails_the_hidden_part(sources, attack):
+    """Lesson 02's first exercise, its stub (or an answer right only on the visible checks'
+    inputs) with code that fakes the visible verdict, then the graded cell as autograde runs
+    it; in a Python of its own, as the attacks change ``sys.modules`` and ``builtins``."""
+    path = NOTEBOOKS[2]
+    exercise = find_exercises(read(path), path)[0]
+    test = next(
+        c
+        for c in sources[path].cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == f"{exercise.name}_check"
+    )
+    answer = released_source(exercise)
+    if attack in MALLORY:
+        answer += "\n\n" + MALLORY[attack]
+    else:
+        answer = "import numpy as np\n\n" + answer.replace(
+            "    raise NotImplementedError  # your code here", SEEN_ONLY.strip("\n")
+        )
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_CELLS],
+        input=json.dumps([answer, test.source]),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    name = exercise.name
+    faked = "⏳" not in done.stdout  # the visible verdict was fooled
+    assert faked and f"✅ {name}" in done.stdout or attack == "mallory_patch", done.stdout
+    assert done.stdout.rstrip().endswith(
+        f"AssertionError: {name}: graded again by the course's own checks, on inputs you "
+        "have not seen: check 2 (of 4) failed: divides the scores by sqrt(d_k) before the "
+        "softmax."
+        if attack == "seen_only"
+        else f"AssertionError: {name}: graded again by the course's own checks, on inputs you "
+        "have not seen: check 1 (of 4) failed: returns (T_q, d_v) and (T_q, T_k) when T_q != T_k."
+    ), done.stdout
 
 
 def test_the_released_stub_is_the_course_s_stub_without_its_check(notebooks):

@@ -9,15 +9,23 @@ environment.
 In a throwaway folder: ``make nbgrader``'s course folder; ``nbgrader generate_assignment`` for
 every lesson; for a NumPy lesson (02) and a PyTorch one (05), two submissions: *ada* hands in
 the course's solutions, *ben* a typical slip in exercise 1, exercise 2 left as the stub and
-exercise 3 solved; then ``autograde``, ``generate_feedback`` and ``export``. The points per
+exercise 3 solved; then ``autograde``, ``generate_feedback`` and ``export``. The roster,
+imported first (``nbgrader db student import``), also names *cy*, who hands nothing in. The points per
 exercise are read where a student reads them, in the feedback page, which lists each graded
 cell's score from the gradebook; the totals in the CSV that ``export`` writes.
+
+Five *mallory* submissions of lesson 02 write no exercise and fake the visible verdict from an
+answer cell instead (a fake checker module in ``sys.modules``, ``check`` monkeypatched, the
+test cell's import of ``check`` shadowed by an import hook, the checkers' checks emptied), or
+answer right only on the inputs the visible checks use: the hidden part of each test cell
+(``helpers/kit/grading.py``) still gives each of them no point.
 """
 
 from __future__ import annotations
 
 import csv
 import html
+import itertools
 import os
 import re
 import sys
@@ -26,7 +34,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from classroom_tools import leaked, released_source
+from classroom_tools import MALLORY, SEEN_ONLY, leaked, released_source
 from conftest import NOTEBOOKS, ROOT
 from venv_tools import cached_venv, kernel_folder, run
 
@@ -109,15 +117,34 @@ def submit(course: Path, lesson: str, student: str) -> None:
     nbformat.write(nb, folder / f"{lesson}.ipynb")
 
 
+def submit_mallory(course: Path, student: str) -> None:
+    """Lesson 02 with the exercises left as stubs and the first answer cell faking the grade
+    (``MALLORY``), or exercise 1 answered right only on the visible checks' inputs."""
+    nb = read(course / "release" / NUMPY / f"{NUMPY}.ipynb")
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    if student in MALLORY:
+        answer.source += "\n\n" + MALLORY[student].strip("\n")
+    else:
+        answer.source = answer.source.replace(f"    {STUB_LINE}", SEEN_ONLY.strip("\n"))
+    folder = course / "submitted" / student / NUMPY
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / f"{NUMPY}.ipynb")
+
+
 @pytest.fixture(scope="module")
 def course(nbgrader_env, tmp_path_factory) -> Path:
     """The course folder after release, submission, autograding, feedback and export."""
     course = tmp_path_factory.mktemp("class") / "course"
     assert nbgrader_course.main([str(course)]) == 0
+    roster = course / "roster.csv"  # cy never hands anything in
+    roster.write_text("id,first_name,last_name\nada,Ada,A\nben,Ben,B\ncy,Cy,C\n")
+    nbgrader(nbgrader_env, course, "db", "student", "import", str(roster))
     nbgrader(nbgrader_env, course, "generate_assignment", "*")  # a glob: every lesson
     for lesson in GRADED:
         for student in STUDENTS:
             submit(course, lesson, student)
+    for student in [*MALLORY, "mallory_seen_only"]:
+        submit_mallory(course, student)
     both = "0[25]_*"  # nbgrader takes a glob: these two lessons
     nbgrader(nbgrader_env, course, "autograde", both)
     nbgrader(nbgrader_env, course, "generate_feedback", both)
@@ -180,13 +207,37 @@ def test_the_feedback_page_gives_the_course_s_verdicts_and_hint(course, lesson):
     names = [e.name for e in exercises_of(lesson)]
     ben = feedback_text(course, "ben", lesson)
     assert f"❌ {names[0]}: check" in ben
-    assert f"Hint: {registry.get(names[0]).hint}" in ben  # as the course prints it
+    hint = f"Hint: {registry.get(names[0]).hint}"  # as the course prints it, wrapped to its box
+    assert " ".join(hint.split()) in " ".join(ben.split())
+    lines = [line for line in ben[ben.index(f"❌ {names[0]}: check") :].splitlines() if line]
+    verdict = lines[:1] + list(itertools.takewhile(lambda line: line.startswith("   "), lines[1:]))
+    hint_at = next(i for i, line in enumerate(verdict) if line.startswith("   Hint: "))
+    assert not any("array(" in line for line in verdict[:hint_at]), verdict  # the hint first
+    assert max(len(line) for line in verdict) <= nbgrader_course.WIDTH, verdict
     assert f"⏳ {names[1]}: not attempted yet" in ben
     assert re.search(rf"✅ {names[2]}: [^\n]*passed\.", ben), ben
     ada = feedback_text(course, "ada", lesson)
     assert all(f"✅ {name}: " in ada for name in names) and "Hint:" not in ada
     # the verdicts only: a cell's code may print a ❌ of its own (02's check-yourself cell does)
     assert not re.search(rf"(❌|⏳) ({'|'.join(names)}): ", ada), ada
+
+
+@pytest.mark.parametrize("student", [*MALLORY, "mallory_seen_only"])
+def test_a_faked_verdict_gets_no_point(course, student):
+    page = feedback_page(course, student, NUMPY)
+    names = [f"{e.name}_check" for e in exercises_of(NUMPY)]
+    assert scores(page) == dict.fromkeys(names, 0.0)
+    text = feedback_text(course, student, NUMPY)
+    assert "graded again by the course's own checks, on inputs you have not seen" in text
+
+
+def test_the_hidden_part_is_in_the_source_and_not_in_the_release(course):
+    for folder in ("source", "release"):
+        nb = read(course / folder / NUMPY / f"{NUMPY}.ipynb")
+        tests = [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+        assert len(tests) == 3
+        hidden = ["_graded_again(" in t and "helpers/kit/grading.py" in t for t in tests]
+        assert hidden == [folder == "source"] * 3
 
 
 def test_export_writes_every_student_s_score_to_a_csv(course):
@@ -196,3 +247,7 @@ def test_export_writes_every_student_s_score_to_a_csv(course):
     for lesson in GRADED:
         assert float(rows[lesson, "ada"]["score"]) == float(rows[lesson, "ada"]["max_score"]) == 3
         assert float(rows[lesson, "ben"]["score"]) == 1
+    # The roster's student who handed nothing in has a row for every lesson, with 0.
+    cy = [row for (_, student), row in rows.items() if student == "cy"]
+    assert len(cy) == len(NOTEBOOKS) and {float(row["score"]) for row in cy} == {0.0}
+    assert {row["first_name"] for row in cy} == {"Cy"}

@@ -40,6 +40,16 @@ def colab_badge(notebook: str) -> str:
     )
 
 
+def without_colab_badge(nb) -> None:
+    """Take the Colab badge out of the title cell of ``nb``: it opens the course's notebook,
+    solutions and all, so the copies a class gets (``make student``, ``make nbgrader``) lose it."""
+    for cell in nb.cells[:1]:
+        if cell.cell_type == "markdown":
+            lines = cell.source.split("\n")
+            kept = [line for line in lines if not line.startswith("[![Open In Colab]")]
+            cell.source = "\n".join(kept).replace("\n\n\n", "\n\n")
+
+
 def set_kernelspec(nb) -> bool:
     """Give the notebook ``nb`` the course's :data:`KERNELSPEC`; True if that changed it."""
     if nb.metadata.get("kernelspec") == KERNELSPEC:

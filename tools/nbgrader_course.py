@@ -13,9 +13,16 @@ In each notebook, every exercise (``tools.exercise_cells``) becomes two cells:
   ``nbgrader generate_assignment`` puts that line back (``ClearSolutions.code_stub`` in the
   config), so a student's cell reads exactly as the course's own stub;
 - a locked **test cell** worth one point: the course's ``check(...)`` call, which prints the
-  verdict and hint a learner sees in the course, then an ``assert`` on that verdict.
+  verdict and hint a learner sees in the course, then an ``assert`` on that verdict; then a
+  hidden part (nbgrader's hidden tests: not in what students fetch, put back when autograding)
+  that grades the answer again with ``helpers/kit/grading.py``, loaded afresh from the course's
+  files after checking their SHA-256 recorded here, on inputs the student has not seen (the
+  checks' seeds mixed with a number kept in the course folder's ``.grading_salt``). An answer
+  cell that fakes the visible verdict (a fake checker in ``sys.modules``, ``check`` patched or
+  shadowed) still gets no point.
 
-The solution's prose after ``</details>`` stays, as a markdown cell after the test cell.
+The solution's prose after ``</details>`` stays, as a markdown cell after the test cell. The
+title's Colab badge goes: it opens the course's own notebook, solutions and all.
 Outputs are cleared: nbgrader runs the notebooks itself. Every notebook is read and checked
 before anything is written: one that breaks the exercise pattern stops the command with one
 line naming the notebook and the cell.
@@ -24,11 +31,19 @@ line naming the notebook and the cell.
 from __future__ import annotations
 
 import copy
+import hashlib
+import importlib.util
+import secrets
 import sys
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import nbformat
 
+from helpers.kit import exercises as registry
+from helpers.kit import grading
+from tools.course import without_colab_badge
 from tools.exercise_cells import (
     STUB_LINE,
     Exercise,
@@ -79,13 +94,69 @@ def answer_source(exercise: Exercise) -> str:
     return "\n".join([*lines, after]).rstrip()
 
 
-def graded_source(exercise: Exercise) -> str:
-    """The graded cell: the course's check, then an assert on its verdict."""
+WIDTH = 88  # the verdict's lines, wrapped: nbgrader's feedback page does not wrap them
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
+@dataclass(frozen=True)
+class Grading:
+    """What the hidden part of each test cell needs: where the course's ``helpers`` package is
+    installed (the folder above it) and the secret mixed into the checks' seeds."""
+
+    root: Path
+    salt: int
+
+    @staticmethod
+    def installed(salt: int) -> Grading:
+        """The ``helpers`` that a kernel of this environment imports."""
+        return Grading(Path(importlib.util.find_spec("helpers").origin).parent.parent, salt)
+
+
+def hidden_source(exercise: Exercise, how: Grading) -> str:
+    """The hidden part: ``helpers/kit/grading.py`` read by its path and compared with its hash
+    here, then its ``grade()`` on the student's function, with the files of the lesson's checkers
+    and their hash (``helpers.kit.grading``)."""
+    grader = how.root / "helpers" / "kit" / "grading.py"
+    checkers = f"helpers.lessons.nb{registry.get(exercise.name).notebook}.checkers"
+    files = grading.files_needed(how.root, checkers)
+    lines = [
+        HIDDEN_BEGIN,
+        "def _graded_again(fn):  # by the course's own files, on inputs the student has not seen",
+        "    import builtins, hashlib, types",
+        "",
+        f'    path = "{grader}"',
+        '    with builtins.open(path, "rb") as file:',
+        "        code = file.read()",
+        f'    if hashlib.sha256(code).hexdigest() != "{hashlib.sha256(grader.read_bytes()).hexdigest()}":',
+        '        raise builtins.AssertionError(f"{path} is not the one `make nbgrader` recorded")',
+        '    grader = types.ModuleType("course_grading")',
+        '    grader.__dict__["__builtins__"] = builtins.__dict__',
+        '    builtins.exec(builtins.compile(code, path, "exec"), grader.__dict__)',
+        "    grader.grade(",
+        f'        "{exercise.name}",',
+        "        fn,",
+        f'        "{checkers}",',
+        f'        "{how.root}",',
+        f"        {files!r},",
+        f'        "{grading.digest(how.root, files)}",',
+        f"        {how.salt},",
+        "    )",
+        "",
+        "",
+        f"_graded_again({exercise.function})",
+        HIDDEN_END,
+    ]
+    return "\n".join(lines)
+
+
+def graded_source(exercise: Exercise, how: Grading) -> str:
+    """The graded cell: the course's check, an assert on its verdict, then the hidden part."""
     name, function = exercise.name, exercise.function
     return (
         "from helpers.kit.exercises import RESULTS, check\n\n"
-        f'check("{name}", {function})\n'
-        f'assert RESULTS["{name}"] == "passed", "{name}: see the checker\'s verdict above"'
+        f'check("{name}", {function}, width={WIDTH})\n'
+        f'assert RESULTS["{name}"] == "passed", "{name}: see the checker\'s verdict above"\n'
+        + hidden_source(exercise, how)
     )
 
 
@@ -103,9 +174,15 @@ def _metadata(grade_id: str, solution: bool, points: int | None = None) -> dict:
     return {"nbgrader": grading}
 
 
-def source_notebook(nb: nbformat.NotebookNode, exercises: list[Exercise]) -> nbformat.NotebookNode:
-    """The notebook as nbgrader's source: answer and test cells, outputs cleared."""
+def source_notebook(
+    nb: nbformat.NotebookNode, exercises: list[Exercise], how: Grading | None = None
+) -> nbformat.NotebookNode:
+    """The notebook as nbgrader's source: answer and test cells, outputs cleared. ``how``
+    defaults to this environment's ``helpers`` and a new random salt (``main`` keeps one per
+    course folder)."""
+    how = how or Grading.installed(secrets.randbelow(2**31) + 1)
     made = copy.deepcopy(nb)
+    without_colab_badge(made)  # it opens the course's notebook, solutions and all
     made.metadata.pop("widgets", None)  # the widget state of outputs that are cleared
     by_stub = {exercise.stub_cell: exercise for exercise in exercises}
     solutions = {exercise.solution_cell for exercise in exercises}
@@ -122,7 +199,7 @@ def source_notebook(nb: nbformat.NotebookNode, exercises: list[Exercise]) -> nbf
         cell.source = answer_source(exercise)
         answer_id, check_id = _unique(exercise.name, used)
         cell.metadata.update(_metadata(answer_id, solution=True))
-        test = nbformat.v4.new_code_cell(graded_source(exercise))
+        test = nbformat.v4.new_code_cell(graded_source(exercise, how))
         test.metadata.update(_metadata(check_id, solution=False, points=POINTS))
         cells += [cell, test]
         if exercise.prose:
@@ -177,14 +254,30 @@ def prune(source: Path, lessons: set[str]) -> list[str]:
     return removed
 
 
+SALT = ".grading_salt"
+
+
+def salt(folder: Path) -> int:
+    """The course folder's secret, kept in ``.grading_salt`` (mode 600) once ``main`` has
+    written the course: the same salt, so the same test cells, each time ``source/`` is
+    rebuilt. A new folder gets a new random one."""
+    path = folder / SALT
+    return int(path.read_text()) if path.is_file() else secrets.randbelow(2**31) + 1
+
+
 def main(argv: list[str]) -> int:
     folder = Path(argv[0]) if argv else ROOT / "build" / "nbgrader"
+    secret = salt(folder)
     try:
-        sources = build(notebook_paths(), source_notebook)
+        how = Grading.installed(secret)
+        sources = build(notebook_paths(), partial(source_notebook, how=how))
     except (PatternError, NotebookError) as error:
         print(f"{error}; nothing written", file=sys.stderr)
         return 1
     wrote_config, removed = write(sources, folder)
+    if not (folder / SALT).is_file():
+        (folder / SALT).write_text(f"{secret}\n")
+        (folder / SALT).chmod(0o600)
     count = sum(
         bool(c.metadata.get("nbgrader", {}).get("grade"))
         for nb in sources.values()

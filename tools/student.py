@@ -6,7 +6,8 @@ taken out of its cell (prose after it stays; a cell left empty goes), the exerci
 and the outputs of the stub cells and of the cells that use a stub's function are cleared, so a
 copy shows no answer. A short note under the title says that the solutions are left out. The
 code cells are the notebook's own, in the same order, so a copy runs top to bottom as the
-notebook does, every exercise reporting "not attempted yet".
+notebook does, every exercise reporting "not attempted yet". The title's Colab badge goes: it
+opens the course's own notebook, solutions and all.
 
 Every notebook is read and checked before anything is written: if one breaks the exercise
 pattern (``tools.exercise_cells``), the command prints one line naming the notebook and the
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import nbformat
 
+from tools.course import without_colab_badge
 from tools.exercise_cells import Exercise, PatternError, build, shown
 from tools.syllabus import NOTEBOOK_GLOB, ROOT, NotebookError, notebook_paths
 
@@ -45,6 +47,7 @@ def student_copy(nb: nbformat.NotebookNode, exercises: list[Exercise]) -> nbform
             copied.cells[index].execution_count = None
     copied.cells = [cell for index, cell in enumerate(copied.cells) if index not in empty]
     copied.cells.insert(1, nbformat.v4.new_markdown_cell(NOTE))
+    without_colab_badge(copied)  # it opens the notebook with its solutions
     return copied
 
 

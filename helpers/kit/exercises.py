@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -52,6 +53,9 @@ class Exercise:
     checks: list[Check] = field(default_factory=list)
     hint: str = ""
     shares_inputs: bool = False  # its checks ask for views of the inputs: pass them uncopied
+    # A graded class checks the answer again on inputs of its own seeds (helpers.kit.grading);
+    # False for an answer fitted to the checks' own inputs (a tolerance measured on them).
+    unseen_inputs: bool = True
 
 
 REGISTRY: dict[str, Exercise] = {}
@@ -59,13 +63,14 @@ RESULTS: dict[str, str] = {}  # name -> "passed" | "failed" | "not attempted"
 
 
 def exercise(
-    name: str, notebook: str, hint: str, shares_inputs: bool = False
+    name: str, notebook: str, hint: str, shares_inputs: bool = False, unseen_inputs: bool = True
 ) -> Callable[[Callable], Callable]:
     """Register a function that returns the exercise's checks as a list of (text, fn).
 
     Each ``nbNN.py`` module uses it; its docstrings name the notebook section. The answer gets
     copies of the checks' arrays and tensors, so that editing them in place is no mistake;
     ``shares_inputs=True`` passes the inputs themselves, for checks that want views of them.
+    ``unseen_inputs=False`` keeps a graded class's second run of the checks on their own seeds.
     """
 
     def register(make_checks: Callable[[], list[Check]]) -> Callable:
@@ -74,7 +79,7 @@ def exercise(
                 f"exercise {name!r} of notebook {notebook} is already registered by notebook "
                 f"{REGISTRY[name].notebook}: give it another name"
             )
-        REGISTRY[name] = Exercise(name, notebook, make_checks(), hint, shares_inputs)
+        REGISTRY[name] = Exercise(name, notebook, make_checks(), hint, shares_inputs, unseen_inputs)
         return make_checks
 
     return register
@@ -164,16 +169,22 @@ def _copied(value):
     return value
 
 
-def check(name: str, fn: Callable) -> None:
+def check(name: str, fn: Callable, width: int | None = None) -> None:
     """Run exercise ``name``'s checks on ``fn`` and print a verdict (also kept in RESULTS).
 
     First used in notebook 00, section 6 (Your first exercise); every exercise cell ends with it.
     Two slips get a sentence of their own: a function that returns ``None`` (a forgotten
     ``return``), and a function that calls another exercise's stub still unwritten. A check
-    that raises :class:`Slip` prints the slip's hint instead of the exercise's.
+    that raises :class:`Slip` prints the slip's hint instead of the exercise's. A failure's hint
+    comes right after the verdict, then what the check found, cut short (:func:`_shortened`).
+    ``width`` wraps the hint and that text to lines of at most ``width`` characters: the graded
+    cells of ``make nbgrader`` ask for it, as nbgrader's feedback page does not wrap lines.
     """
     ex = get(name)
     returned_none = False
+
+    def say(text: str, first: str = "") -> None:  # first: the indent of its first line
+        print("\n".join(_wrapped(text, width, first)))
 
     def watched(*args, **kwargs):
         nonlocal returned_none
@@ -190,12 +201,12 @@ def check(name: str, fn: Callable) -> None:
             RESULTS[name] = "not attempted"
             stub = _raised_in(error)
             if stub in (None, getattr(fn, "__name__", None)):
-                print(
+                say(
                     f"⏳ {name}: not attempted yet. "
                     "Replace `raise NotImplementedError` with your code."
                 )
             else:
-                print(
+                say(
                     f"⏳ {name}: your function calls `{stub}`, which still raises "
                     "NotImplementedError: write that one first (an earlier exercise), then run "
                     "this cell again."
@@ -205,13 +216,40 @@ def check(name: str, fn: Callable) -> None:
             RESULTS[name] = "failed"
             detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
             detail = str(error) if isinstance(error, Slip) else detail  # a sentence, no type
-            print(f"❌ {name}: {_which_check(i, len(ex.checks))} failed: {what}.\n   {detail}")
+            lines = _wrapped(
+                f"❌ {name}: {_which_check(i, len(ex.checks))} failed: {what}.", width, ""
+            )
             if returned_none:
-                print("   Your function returned None: did you forget `return`?")
-            print(f"   Hint: {error.hint if isinstance(error, Slip) else ex.hint}")
+                lines += _wrapped("Your function returned None: did you forget `return`?", width)
+            lines += _wrapped(f"Hint: {error.hint if isinstance(error, Slip) else ex.hint}", width)
+            print("\n".join([*lines, _shortened(detail, width)]))  # one output: one box
             return
     RESULTS[name] = "passed"
     print(f"✅ {name}: {_all_passed(len(ex.checks))}")
+
+
+DETAIL_LINES = 8  # what the check found (e.g. NumPy's comparison of two arrays), cut after this
+
+
+def _wrapped(text: str, width: int | None, first: str = "   ") -> list[str]:
+    """``text`` after ``first``, in lines of at most ``width`` (None: one line), the lines
+    after the first indented under the verdict."""
+    if width is None:
+        return [first + text]
+    return textwrap.wrap(
+        text, width, initial_indent=first, subsequent_indent="   ", break_on_hyphens=False
+    )
+
+
+def _shortened(detail: str, width: int | None) -> str:
+    """What the check found, after the hint: at most ``DETAIL_LINES`` lines (a long array's
+    dump is cut, saying how many lines were left out), wrapped to ``width`` if given."""
+    lines = [
+        piece for line in detail.splitlines() if line.strip() for piece in _wrapped(line, width)
+    ]
+    if len(lines) > DETAIL_LINES:
+        lines = [*lines[: DETAIL_LINES - 1], f"   … ({len(lines) - DETAIL_LINES + 1} more lines)"]
+    return "\n".join(lines)
 
 
 def _which_check(i: int, count: int) -> str:

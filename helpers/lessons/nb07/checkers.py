@@ -31,6 +31,7 @@ def _attention_error(dtype: torch.dtype, seed: int) -> float:
         "Tie the tolerance to the dtype's machine epsilon, torch.finfo(dtype).eps: a few eps "
         "covers rounding the inputs and the output. Measure first, then choose."
     ),
+    unseen_inputs=False,  # the answer is chosen from the errors measured on these seeds
 )
 def _attention_tolerance():
     """Notebook 07, section 2 (Dtypes and the error they bring), exercise 1."""
