@@ -143,4 +143,25 @@ def test_a_going_further_section_closes_the_notebook_exactly_when_its_time_names
     )
     if has_section:
         assert headings[-1].startswith("## Going further"), "Going further must come last"
-        assert lesson.minutes <= 60, "a lesson's own time is at most 60 minutes"
+
+
+CORE_MAX_MINUTES = 75  # a lesson's core, what a learner alone needs without *Going further*
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_each_core_is_at_most_75_minutes_and_readme_and_teaching_state_its_times(path):
+    """The notebook's first cell, README's lesson table and TEACHING.md give the same times."""
+    lesson = read_lesson(path)
+    assert 0 < lesson.minutes <= CORE_MAX_MINUTES, (
+        f"{path.name}: its core takes {lesson.minutes} minutes, over {CORE_MAX_MINUTES}: move "
+        "depth into *Going further* or split the lesson"
+    )
+    readme = README.read_text(encoding="utf-8").splitlines()
+    (row,) = [line for line in readme if line.startswith(f"| {lesson.number} | [{lesson.title}]")]
+    cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", row)]
+    assert cells[4] == lesson.time.removeprefix("about "), (row, lesson.time)
+    teaching = TEACHING.read_text(encoding="utf-8")
+    more = f"{lesson.going_further_minutes} min" if lesson.going_further_minutes else "—"
+    times_row = f"| {lesson.number} | {lesson.title} | {lesson.minutes} min | {more} |"
+    assert times_row in teaching, f"TEACHING.md's table of times lacks {times_row!r}"
+    assert f"(about {lesson.minutes} minutes)" in teaching.split(f"### {lesson.number} · ")[1]

@@ -1223,3 +1223,10 @@ def test_the_gather_keys_checker_names_a_hard_coded_size(answer, hint, capsys):
     exercises.check("gather_keys", answer)
     out = capsys.readouterr().out
     assert "check 4 (of 4) failed" in out and hint in out, out
+
+
+def test_no_request_of_the_pool_picture_is_drawn_in_a_grey():
+    """Grey means "waiting" (timeline) and "free" (pool): no request may look like either."""
+    colours = [tuple(c) for c in pictures.request_colours()]
+    assert len(colours) == pictures.POOL_REQUESTS == len(set(colours))
+    assert all(np.ptp(colour) > 0.1 for colour in colours), colours  # r = g = b is a grey

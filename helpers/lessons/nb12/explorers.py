@@ -78,8 +78,11 @@ def _draft(draft: str, num_draft: int) -> tuple[str, int]:
     return draft, int(num_draft)
 
 
-def request_colours() -> list:
-    return sns.color_palette("colorblind", POOL_REQUESTS)
+def request_colours() -> list:  # colorblind's grey would read as "waiting" or "free": purple
+    return [
+        c if np.ptp(c) > 0.1 else (0.45, 0.2, 0.6)
+        for c in sns.color_palette("colorblind", POOL_REQUESTS)
+    ]
 
 
 def _draw_pool(ax, record, block_size: int) -> None:
