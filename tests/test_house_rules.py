@@ -189,8 +189,9 @@ def test_helpers_bench_is_small():
 # lines and the house's goal is at most 3,500 with argument checking at most 8 % of them; the
 # limits hold what the library is now and come down as its checks shrink (into one line of
 # ``helpers.kit.checks.expect`` each, or into the kit's ``entry_checks``). Notebook 14's prefix
-# cache and chunked prefill (helpers/serving/prefix.py, the scheduler's budget) added about 210.
-LIBRARY_MAX_LINES = 3410
+# cache and chunked prefill (helpers/serving/prefix.py, the scheduler's budget) added about 210,
+# notebook 15's helpers.sparse 139.
+LIBRARY_MAX_LINES = 3550
 CHECKING_MAX_SHARE = 0.08
 MODULE_MAX_LINES = 300
 # What the library may use of the kit: the argument checks, and the launcher of notebook 11's
