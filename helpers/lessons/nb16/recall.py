@@ -88,10 +88,10 @@ def table_key(memory: str, d_k: int, which: str) -> str:
     return f"{memory} | d_k = {d_k} | {which}"
 
 
-def recall_table() -> dict[str, list[float]]:
+def recall_table(key_widths: tuple[int, ...] = KEY_WIDTHS) -> dict[str, list[float]]:
     """Every curve the recall explorer draws, computed (a few seconds): the shipped table's source."""
     table = {}
-    for d_k in KEY_WIDTHS:
+    for d_k in key_widths:
         for which in WHICH:
             last = d_k // 4 if which != WHICH[0] else None
             for memory in MEMORIES:
