@@ -145,9 +145,7 @@ def _delta_steps(q, k, v, g, beta, S, _chunk_size):
     for t in range(q.shape[2]):
         S = S * g[:, :, t, None, None].exp()  # decay: S ← exp(g_t) S
         k_t = k[:, :, t]  # (B, h, d_k)
-        predicted = (k_t[..., None, :] @ S)[
-            ..., 0, :
-        ]  # Sᵀ k_t: what S recalls for k_t, (B, h, d_v)
+        predicted = (k_t[..., None, :] @ S)[..., 0, :]  # Sᵀ k_t, what S recalls: (B, h, d_v)
         correction = beta[:, :, t, None] * (v[:, :, t] - predicted)  # β_t (v_t − Sᵀ k_t)
         S = S + k_t[..., :, None] * correction[..., None, :]  # S ← S + k_t ⊗ correction
         out.append(q[:, :, t, None] @ S)  # o_t = Sᵀ q_t, (B, h, 1, d_v)
