@@ -21,6 +21,7 @@ Shapes: q, k ``(B, h, T, d_k)``; v ``(B, h, T, d_v)``; g, beta ``(B, h, T)``; st
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import Tensor
@@ -51,8 +52,8 @@ def _check_qkv(q, k, v, chunk_size) -> None:
     if v.ndim != 4:
         raise ValueError(f"v must have shape (B, h, T, d_v), got {tuple(v.shape)}")
     _require_shape("v", v, (*q.shape[:3], v.shape[-1]), "(B, h, T, d_v)", q)
-    ok = chunk_size is None or (type(chunk_size) is int and chunk_size >= 1)
-    if not ok:
+    integer = isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool)
+    if not (chunk_size is None or (integer and chunk_size >= 1)):
         raise ValueError(f"chunk_size must be None or a positive int, got {chunk_size!r}")
 
 
@@ -95,7 +96,7 @@ def causal_linear_attention(q: Tensor, k: Tensor, v: Tensor, chunk_size: int | N
     else:
         for start in range(0, T, chunk_size):
             qc, kc, vc = (x[:, :, start : start + chunk_size] for x in (q, k, v))
-            C = qc.shape[2]
+            C = qc.shape[2]  # chunk_size, or fewer in the last chunk
             causal = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
             scores = (qc @ kc.transpose(-2, -1)).masked_fill(~causal, 0)  # (B, h, C, C)
             out.append(qc @ S + scores @ vc)  # earlier chunks through S, this one in parallel

@@ -189,8 +189,8 @@ def test_helpers_bench_is_small():
 # lines and the house's goal is at most 3,500; the limit holds what the library is now (about
 # 3,750, a known debt: mostly argument checks) and comes down as those checks shrink. Notebook
 # 14's prefix cache and chunked prefill added about 210 (helpers/serving/prefix.py, the scheduler).
-# Notebook 16's helpers/linear_attention.py added 189.
-LIBRARY_MAX_LINES = 4169
+# Notebook 16's helpers/linear_attention.py added 190.
+LIBRARY_MAX_LINES = 4170
 MODULE_MAX_LINES = 300
 # What the library may use of the kit: the argument checks, and the launcher of notebook 11's
 # processes (launching is not attention, so it lives in the kit).

@@ -365,3 +365,12 @@ def test_recall_explorer_redraws_when_driven_headless():
 def test_memory_explorer_rejects_values_off_its_controls(bad):
     with pytest.raises(ValueError):
         ex.render_memory(**bad)
+
+
+def test_a_numpy_integer_is_a_chunk_size_too():
+    import numpy as np
+
+    q, k, v, g, beta = inputs(1, 1, 9, 3, 2, seed=16)
+    want, _ = gated_delta_rule(q, k, v, g, beta)
+    got, _ = gated_delta_rule(q, k, v, g, beta, chunk_size=np.int64(4))
+    assert (got - want).abs().max() < 1e-10
