@@ -190,9 +190,11 @@ def test_helpers_bench_is_small():
 # limits hold what the library is now and come down as its checks shrink (into one line of
 # ``helpers.kit.checks.expect`` each, or into the kit's ``entry_checks``). Notebook 14's prefix
 # cache and chunked prefill (helpers/serving/prefix.py, the scheduler's budget) added about 210,
-# notebook 15's helpers.sparse 139.
-LIBRARY_MAX_LINES = 3550
-CHECKING_MAX_SHARE = 0.08
+# notebook 15's helpers.sparse 139, notebook 16's helpers.linear_attention 190.
+LIBRARY_MAX_LINES = 3720
+# 8 % held until notebook 16: the gated delta rule's value checks (g <= 0, beta in [0, 1]) make
+# it 8.1 %; the limit stays just above, to come down with the kit's entry checks.
+CHECKING_MAX_SHARE = 0.082
 MODULE_MAX_LINES = 300
 # What the library may use of the kit: the argument checks, and the launcher of notebook 11's
 # processes (launching is not attention, so it lives in the kit).

@@ -62,7 +62,7 @@ def was_written(path) -> bool:
 # --- which notebooks carry live timings --------------------------------------------------
 
 
-@pytest.mark.parametrize("number", ["04", "06", "07", "08", "09", "11", "12", "13", "14"])
+@pytest.mark.parametrize("number", ["04", "06", "07", "08", "09", "11", "12", "13", "14", "16"])
 def test_notebooks_that_time_something_are_found(number):
     assert run_notebooks.has_live_timings(read(BY_NUMBER[number]))
 

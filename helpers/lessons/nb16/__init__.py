@@ -1,0 +1,1 @@
+"""Notebook 16: linear attention and hybrids."""
