@@ -271,7 +271,7 @@ def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
         subprocess.run(command, check=True, cwd=tmp)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(html_dir, out)
-    for path in notebook_paths(root):  # the download button gives the committed notebook
+    for path in [*notebook_paths(root), root / "TEACHING.md"]:  # downloads: the committed file
         shutil.copy2(path, out / "_sources" / path.name)
     prune_mathjax(out / "_static" / "mathjax")
     return out / "index.html"
