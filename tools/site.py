@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -300,7 +301,9 @@ def size_mb(folder: Path) -> float:
 
 def main(argv: list[str]) -> None:
     out = Path(argv[0] if argv else "site").resolve()
-    python = docs_env.docs_python()
+    # Run by the docs environment itself (`make site`), build with it; else make or reuse one.
+    has_sphinx = importlib.util.find_spec("sphinx") is not None
+    python = Path(sys.executable) if has_sphinx else docs_env.docs_python()
     start = time.perf_counter()
     try:
         index = build(out, python=python)
