@@ -14,13 +14,13 @@ from conftest import NOTEBOOKS, ROOT
 from notebook_tools import code_cells, outputs, read, solutions
 from site_tools import built_site, local_target, page, squash
 
-from tools import course, site, site_alt
+from tools import course, site, site_alt, site_references
 from tools.site import LIVE_NOTE, WIDGET_STATE, WIDGET_VIEW, widget_html
 from tools.syllabus import Lesson, read_lesson
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STEMS = [path.stem for path in NOTEBOOKS]
-ALL_PAGES = ["index", "TEACHING", "search", "genindex", *STEMS]
+ALL_PAGES = ["index", "TEACHING", "references", "search", "genindex", *STEMS]
 MATHJAX = "_static/mathjax/tex-chtml.js"
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 DOLLAR_MATH = re.compile(r"\$\$.+?\$\$|\$[^$\s](?:[^$\n]|\n(?!\n))*?\$", re.DOTALL)
@@ -288,3 +288,23 @@ def test_every_formula_is_left_to_the_local_mathjax(path):
         scripts = [s.get("src", "") for s in page(path.stem).tags["script"]]
         assert any(s.endswith(MATHJAX) for s in scripts), "formulas, but no local MathJax"
         assert (built_site() / MATHJAX).is_file()
+
+
+def test_every_paper_the_lessons_cite_is_on_the_references_page_and_linked():
+    known = {citation for citation, _, _ in site_references.PAPERS}
+    cited = set()
+    for path in NOTEBOOKS:
+        for cell in read(path).cells:
+            if cell.cell_type == "markdown":
+                cited |= set(site_references.CITATION.findall(cell.source))
+    assert cited - known == set(), f"add to tools/site_references.PAPERS: {cited - known}"
+    references = page("references")
+    for _, title, url in site_references.PAPERS:
+        assert title in references.visible_text
+        assert url in {a.get("href") for a in references.tags["a"]}
+    anchors = {a.get("href") for path in NOTEBOOKS for a in page(path.stem).tags["a"]}
+    linked = {h for h in anchors if h and h.startswith("references.html#")}
+    assert len(linked) >= len(cited), f"{len(cited)} papers cited, {len(linked)} linked"
+    built = (built_site() / "references.html").read_text(encoding="utf-8")
+    for href in linked:
+        assert f'id="{href.split("#")[1]}"' in built, f"no entry for {href}"

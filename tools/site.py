@@ -38,7 +38,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools import course, docs_env, site_alt
+from tools import course, docs_env, site_alt, site_references
 from tools.exercise_cells import read
 from tools.syllabus import ROOT, Lesson, NotebookError, notebook_paths, read_lesson
 
@@ -226,7 +226,8 @@ def index_markdown(syllabus: list[Lesson]) -> str:
         "## Syllabus\n\n"
         + "\n".join(_lesson_markdown(lesson) for lesson in syllabus)
         + f"\n```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{toc}\n```\n\n"
-        "```{toctree}\n:hidden:\n:caption: For teachers\n\nTEACHING\n```\n"
+        "```{toctree}\n:hidden:\n:caption: For teachers\n\nTEACHING\n```\n\n"
+        "```{toctree}\n:hidden:\n:caption: Reference\n\nreferences\n```\n"
     )
 
 
@@ -238,6 +239,7 @@ def stage(src: Path, root: Path = ROOT) -> list[Path]:
     src.mkdir(parents=True, exist_ok=True)
     paths = notebook_paths(root)
     pages = {f"notebooks/{p.name}" for p in paths} | {"TEACHING.md"}
+    cited_by: dict[str, list[str]] = {}
     for path in paths:
         nb = read(path)
         staticize_widgets(nb)
@@ -245,14 +247,25 @@ def stage(src: Path, root: Path = ROOT) -> list[Path]:
         for cell in nb.cells:
             if cell.cell_type == "markdown":
                 cell.source = repository_links(local_badge(cell.source), "notebooks", pages, root)
+                cell.source, cited = site_references.link_citations(cell.source)
+                for citation in sorted(cited):
+                    if path.stem not in cited_by.setdefault(citation, []):
+                        cited_by[citation].append(path.stem)
         nbformat.write(nb, src / path.name)
+    references = site_references.references_markdown(cited_by)
+    (src / "references.md").write_text(references, encoding="utf-8")
     teaching = (root / "TEACHING.md").read_text(encoding="utf-8")
     teaching = repository_links(teaching, "", pages, root)
     (src / "TEACHING.md").write_text(teaching, encoding="utf-8")
     lessons = [read_lesson(path) for path in paths]
     (src / "index.md").write_text(index_markdown(lessons), encoding="utf-8")
     shutil.copy2(root / "docs" / BADGE, src / BADGE)
-    return [src / "index.md", *(src / p.name for p in paths), src / "TEACHING.md"]
+    return [
+        src / "index.md",
+        *(src / p.name for p in paths),
+        src / "TEACHING.md",
+        src / "references.md",
+    ]
 
 
 def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
