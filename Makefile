@@ -49,8 +49,16 @@ notebooks: setup
 sync-notebooks: setup
 	$(PY) -m tools.sync
 
-site: setup
-	$(PY) -m tools.site site
+# The site needs only its own environment (Sphinx, MyST-NB, the theme; no torch): made once
+# under build/, it runs tools.site, which reads the committed notebooks and executes none.
+DOCS_VENV := build/docs-make
+$(DOCS_VENV)/.ready: requirements-docs.txt
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --no-compile -r requirements-docs.txt
+	touch $@
+
+site: $(DOCS_VENV)/.ready
+	$(DOCS_VENV)/bin/python -m tools.site site
 
 # For teachers (TEACHING.md, "Running a graded class"): every notebook without its solutions,
 # and an nbgrader course folder graded by the course's own checkers (only its source/ is rewritten).

@@ -9,6 +9,7 @@ of ``sphinx-mathjax-offline``, and no widget JavaScript is loaded.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ project = "Attention, Head by Head"
 author = 'The "Attention, Head by Head" authors'
 copyright = f"2025 {author}, MIT License"  # as LICENSE says
 
-extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx-mathjax-offline"]
+extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx-mathjax-offline", "sphinx_copybutton"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 
 # MyST-NB: the committed outputs are the pages.
@@ -34,15 +35,31 @@ html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
-html_copy_source = False  # the notebooks are in the repository; the site is for reading
+html_js_files = ["course.js"]
+html_favicon = "_static/favicon.svg"
+# The download button offers each notebook; tools/site.py puts the committed notebook there
+# (not the staged copy Sphinx read), so a learner downloads exactly what the repository has.
+html_copy_source = True
 html_show_sourcelink = False
+
+# A copy button on code (the lessons' code cells and the solutions), not on outputs.
+copybutton_selector = ":not(.output) > div.highlight > pre"
+
+# A teacher's JupyterHub: set COURSE_JUPYTERHUB_URL (e.g. https://hub.example.edu) when running
+# `make site`, and every lesson gets a "JupyterHub" launch button beside Colab, opening the
+# notebook through nbgitpuller on that hub (TEACHING.md, "Your own JupyterHub"). Unset: none.
+JUPYTERHUB_URL = os.environ.get("COURSE_JUPYTERHUB_URL", "").strip()
 html_theme_options = {
     "repository_url": course.REPO_URL,
     "repository_branch": course.REF,
     "path_to_docs": "notebooks",  # the Colab button opens notebooks/<page>.ipynb at REF
     "use_repository_button": True,
-    "use_download_button": False,
-    "launch_buttons": {"colab_url": "https://colab.research.google.com"},
+    "use_download_button": True,
+    "launch_buttons": {
+        "colab_url": "https://colab.research.google.com",
+        "jupyterhub_url": JUPYTERHUB_URL,
+        "notebook_interface": "jupyterlab",
+    },
     "home_page_in_toc": False,  # the title above the sidebar leads home
     "show_toc_level": 2,
 }

@@ -2,6 +2,10 @@
 
 In CI (``CI=true``) a browser test must run; elsewhere it is skipped when Chromium or
 Playwright is missing (``apt-get install chromium``, or set ``COURSE_CHROMIUM``).
+
+axe-core, the accessibility checker the site tests run inside a page, is the npm package at
+:data:`AXE_VERSION`: fetched once with ``npm pack`` (the registry, the first time only) and
+kept under ``build/``; ``COURSE_AXE`` may name an ``axe.min.js`` instead.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -41,6 +47,51 @@ def why_no_browser() -> str | None:
     if reason and os.environ.get("CI") == "true":
         raise RuntimeError(f"the browser tests must run in CI, but {reason}")
     return reason
+
+
+AXE_VERSION = "4.10.3"
+
+
+def axe_script(build: Path) -> tuple[Path | None, str | None]:
+    """``(axe.min.js, None)``, fetched into ``build`` once; or ``(None, why not)``.
+
+    In CI, a checker that cannot be had is an error, not a skip.
+    """
+    if os.environ.get("COURSE_AXE"):
+        return Path(os.environ["COURSE_AXE"]), None
+    target = build / f"axe-core-{AXE_VERSION}" / "axe.min.js"
+    reason = None
+    if not target.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            reason = "npm is not installed (it fetches axe-core once)"
+        else:
+            from filelock import FileLock
+
+            target.parent.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(target.parent) + ".lock"), tempfile.TemporaryDirectory() as tmp:
+                if not target.exists():
+                    reason = _npm_pack_axe(npm, Path(tmp), target)
+    if reason and os.environ.get("CI") == "true":
+        raise RuntimeError(f"the accessibility test must run in CI, but {reason}")
+    return (None, reason) if reason else (target, None)
+
+
+def _npm_pack_axe(npm: str, tmp: Path, target: Path) -> str | None:
+    """``npm pack axe-core@AXE_VERSION`` and keep its ``axe.min.js`` at ``target``."""
+    command = [npm, "pack", f"axe-core@{AXE_VERSION}", "--pack-destination", str(tmp)]
+    try:
+        subprocess.run(command, check=True, capture_output=True, timeout=180, cwd=tmp)
+    except (subprocess.SubprocessError, OSError) as error:
+        return f"npm could not fetch axe-core {AXE_VERSION}: {error}"
+    with tarfile.open(tmp / f"axe-core-{AXE_VERSION}.tgz") as archive:
+        script = archive.extractfile("package/axe.min.js")
+        assert script is not None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(".partial")
+        partial.write_bytes(script.read())
+        partial.rename(target)
+    return None
 
 
 def free_port() -> int:

@@ -14,13 +14,13 @@ from conftest import NOTEBOOKS, ROOT
 from notebook_tools import code_cells, outputs, read, solutions
 from site_tools import built_site, local_target, page, squash
 
-from tools import course, site
+from tools import course, site, site_alt, site_references
 from tools.site import LIVE_NOTE, WIDGET_STATE, WIDGET_VIEW, widget_html
 from tools.syllabus import Lesson, read_lesson
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STEMS = [path.stem for path in NOTEBOOKS]
-ALL_PAGES = ["index", "TEACHING", "search", "genindex", *STEMS]
+ALL_PAGES = ["index", "TEACHING", "references", "search", "genindex", *STEMS]
 MATHJAX = "_static/mathjax/tex-chtml.js"
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 DOLLAR_MATH = re.compile(r"\$\$.+?\$\$|\$[^$\s](?:[^$\n]|\n(?!\n))*?\$", re.DOTALL)
@@ -47,6 +47,48 @@ def test_widget_html_shows_the_saved_picture_and_control_values():
     assert base64.b64encode(png).decode() in rendered
     assert "heads" in rendered and "<code>4</code>" in rendered
     assert widget_html(states, "missing") == ""
+    assert site.control_values(states, "box") == ["heads = 4"]
+    assert "alt='Explorer of the section" in widget_html(
+        states, "box", site_alt.explorer_alt("Heads", site.control_values(states, "box"))
+    )
+
+
+def test_a_saved_checkbox_says_on_or_off_in_words():
+    for value, word in ((True, "on"), (False, "off")):
+        states = {
+            "c": {"model_name": "CheckboxModel", "state": {"description": "causal", "value": value}}
+        }
+        shown = widget_html(states, "c")
+        assert f"causal <code>{word}</code>" in shown and "checkbox" not in shown
+
+
+def test_figure_alt_text_names_the_picture_its_title_and_axes():
+    source = 'fig, ax = plt.subplots()\nax.plot(x, y)\nax.set_title(f"spread of {T} keys")\nax.set_xlabel("d_k")'
+    assert site_alt.figure_alt(source, "2. An experiment") == (
+        "Line plot: spread of … keys (axes: d_k)"
+    )
+    assert site_alt.figure_alt("attention_heatmap(w)", "3. Masks") == (
+        "Heatmap of attention weights (rows: queries, columns: keys) in the section “3. Masks”"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_picture_has_alt_text_of_its_own(path):
+    alts = [img.get("alt", "") for img in page(path.stem).tags["img"]]
+    figures = [alt for alt in alts if alt.startswith(tuple(site_alt.KINDS.values()) + ("Figure",))]
+    explorers = [alt for alt in alts if alt.startswith("Explorer of the section")]
+    assert explorers, f"{path.stem}.html: no explorer has its own alt text"
+    assert len(set(explorers)) == len(explorers), f"two explorers read the same: {explorers}"
+    assert not [alt for alt in alts if alt.startswith("_images/") or alt.endswith(".png")]
+    assert figures or not any("image/png" in o.get("data", {}) for o in outputs(read(path)))
+
+
+def test_the_site_ships_only_the_mathjax_its_pages_load():
+    mathjax = built_site() / "_static" / "mathjax"
+    files = [p.relative_to(mathjax).as_posix() for p in mathjax.rglob("*") if p.is_file()]
+    assert MATHJAX.removeprefix("_static/mathjax/") in files
+    assert all(f.startswith(site.MATHJAX_KEEP) for f in files)
+    assert site.size_mb(mathjax) < 4, f"MathJax weighs {site.size_mb(mathjax):.1f} MiB"
 
 
 def test_links_to_repository_files_that_are_not_pages_go_to_the_repository():
@@ -220,6 +262,14 @@ def test_links_between_pages_point_to_pages_that_exist(name):
         target = local_target(anchor.get("href", ""))
         if target is None:
             continue
+        if target.startswith("_sources/"):  # the download button: the committed file
+            committed = {p.name: p for p in NOTEBOOKS} | {"TEACHING.md": ROOT / "TEACHING.md"}
+            source = committed.get(target.removeprefix("_sources/"))
+            if source is not None:
+                assert (built_site() / target).read_bytes() == source.read_bytes(), target
+            else:  # the generated home page's markdown
+                assert (built_site() / target).is_file(), f"{name}.html offers a missing {target}"
+            continue
         assert not target.endswith((".ipynb", ".md")), f"{name}.html links a source: {target}"
         assert (built_site() / target).exists(), f"{name}.html links to a missing {target}"
 
@@ -238,3 +288,23 @@ def test_every_formula_is_left_to_the_local_mathjax(path):
         scripts = [s.get("src", "") for s in page(path.stem).tags["script"]]
         assert any(s.endswith(MATHJAX) for s in scripts), "formulas, but no local MathJax"
         assert (built_site() / MATHJAX).is_file()
+
+
+def test_every_paper_the_lessons_cite_is_on_the_references_page_and_linked():
+    known = {citation for citation, _, _ in site_references.PAPERS}
+    cited = set()
+    for path in NOTEBOOKS:
+        for cell in read(path).cells:
+            if cell.cell_type == "markdown":
+                cited |= set(site_references.CITATION.findall(cell.source))
+    assert cited - known == set(), f"add to tools/site_references.PAPERS: {cited - known}"
+    references = page("references")
+    for _, title, url in site_references.PAPERS:
+        assert title in references.visible_text
+        assert url in {a.get("href") for a in references.tags["a"]}
+    anchors = {a.get("href") for path in NOTEBOOKS for a in page(path.stem).tags["a"]}
+    linked = {h for h in anchors if h and h.startswith("references.html#")}
+    assert len(linked) >= len(cited), f"{len(cited)} papers cited, {len(linked)} linked"
+    built = (built_site() / "references.html").read_text(encoding="utf-8")
+    for href in linked:
+        assert f'id="{href.split("#")[1]}"' in built, f"no entry for {href}"

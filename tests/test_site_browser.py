@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from browser_tools import free_port, why_no_browser
+from browser_tools import axe_script, free_port, why_no_browser
 from conftest import NOTEBOOKS, ROOT
 from notebook_tools import read, solutions
 from site_tools import built_site
@@ -31,7 +31,7 @@ pytestmark = [
     pytest.mark.skipif(REASON is not None, reason=f"site browser tests skipped: {REASON}"),
     pytest.mark.skipif(len(NOTEBOOKS) < 2, reason="previous/next needs two notebooks"),
 ]
-DESKTOP = {"width": 1280, "height": 900}
+DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
 WORD = re.compile(r"[a-z]{9,}")
 
@@ -216,8 +216,115 @@ def test_phone_width_hides_the_sidebar_behind_a_menu_button(open_page):
     shot(page, "phone-menu")
 
 
-def test_every_page_asks_only_for_files_of_the_site(open_page):
+# What hides content or blurs it, measured in the page: the page wider than the screen, a code
+# or output block whose lines run past its box, a picture drawn larger than its pixels.
+LAYOUT = """() => {
+  const hidden = [], stretched = [];
+  for (const pre of document.querySelectorAll('.bd-article pre')) {
+    if (pre.offsetParent && pre.scrollWidth > pre.clientWidth + 1)
+      hidden.push(pre.textContent.trim().slice(0, 60));
+  }
+  for (const img of document.querySelectorAll('.bd-article img')) {
+    const width = img.getBoundingClientRect().width;
+    if (img.offsetParent && img.naturalWidth && width > img.naturalWidth + 1)
+      stretched.push(`${img.alt.slice(0, 50)}: ${Math.round(width)} px for ${img.naturalWidth}`);
+  }
+  return {width: document.documentElement.scrollWidth, hidden, stretched};
+}"""
+SIZES = {"desktop": {"viewport": DESKTOP}, "phone": {"viewport": PHONE, "is_mobile": True}}
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_every_page_fits_the_screen_hides_no_line_and_stretches_no_picture(open_page, size):
     pages = sorted(p.name for p in built_site().glob("*.html"))
-    for name in pages:
-        open_page(name).close()
     assert {f"{p.stem}.html" for p in NOTEBOOKS} <= set(pages)
+    width = SIZES[size]["viewport"]["width"]
+    faults = []
+    for name in pages:
+        page = open_page(name, **SIZES[size])
+        found = page.evaluate(LAYOUT)
+        if found["width"] > width:
+            faults.append(f"{name} is {found['width']} px wide on a {width} px screen")
+        faults += [f"{name}: a block hides part of its lines: {t!r}" for t in found["hidden"]]
+        faults += [f"{name}: a stretched picture: {t}" for t in found["stretched"]]
+        if name == f"{NOTEBOOKS[min(8, len(NOTEBOOKS) - 1)].stem}.html":
+            page.evaluate("window.scrollTo(0, document.body.scrollHeight / 3)")
+            shot(page, f"lesson-{size}")
+        page.context.close()
+    assert faults == [], "\n".join(faults)
+
+
+def test_a_shrunk_explorer_opens_full_size_on_click(open_page):
+    for path in reversed(NOTEBOOKS):  # the later lessons have the widest explorers
+        page = open_page(f"{path.stem}.html", viewport=PHONE)
+        zoomable = page.locator("img.course-zoomable")
+        if zoomable.count():
+            break
+        page.context.close()
+    else:
+        raise AssertionError("no picture is shrunk on a phone, so none can be opened")
+    picture = zoomable.first
+    picture.scroll_into_view_if_needed()
+    natural = picture.evaluate("i => i.naturalWidth")
+    picture.click()
+    full = page.locator("dialog.course-zoom[open] img")
+    full.wait_for(timeout=5_000)
+    assert full.evaluate("i => i.getBoundingClientRect().width") == natural
+    shot(page, "picture-full-size")
+    page.keyboard.press("Escape")
+    assert page.locator("dialog.course-zoom").count() == 0
+
+
+def test_a_lesson_has_copy_buttons_and_downloads_its_committed_notebook(open_page):
+    path = NOTEBOOKS[min(2, len(NOTEBOOKS) - 1)]
+    page = open_page(f"{path.stem}.html")
+    code = page.locator(".cell_input div.highlight > pre")
+    copy = page.locator(".cell_input button.copybtn")
+    assert code.count() >= 1 and copy.count() == code.count(), (
+        f"{code.count()} code cells, {copy.count()} copy buttons"
+    )
+    assert page.locator(".output button.copybtn").count() == 0, "outputs get no copy button"
+    download = page.locator(f"a[href='_sources/{path.name}']")
+    assert download.count() == 1, "no download-.ipynb button"
+    response = page.request.get(download.first.evaluate("a => a.href"))
+    assert response.ok and response.body() == path.read_bytes(), "not the committed notebook"
+    favicon = page.locator("link[rel='icon']").first.get_attribute("href")
+    assert favicon and page.request.get(f"{page.url.rsplit('/', 1)[0]}/{favicon}").ok
+
+
+# The pages axe checks: the home page, search results with hits and the guide's tables in
+# every size and scheme; a lesson with explorers, figures, exercises and math, opened from a
+# search (hits highlighted), at a desktop's size in light mode and a phone's in dark (each size
+# and each scheme once: a lesson takes axe as long as the three others together).
+AXE_PAGES = ["index.html", "search.html?q=attention", "TEACHING.html"]
+LESSON_AXED = {("desktop", "light"), ("phone", "dark")}
+AXE_IMPACTS = ("critical", "serious")
+# Code blocks are left out of axe's view: their colours are the theme's accessible Pygments
+# styles, and axe checks the contrast of every token (three times as long). The rest of the
+# page is checked by every rule.
+# No preload: axe would fetch the theme's stylesheets again, resolving their @import wrongly.
+AXE_RUN = """async () => (await axe.run({exclude: [['div.highlight pre']]},
+    {resultTypes: ['violations'], preload: false})).violations
+  .map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' '))}))"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("size", SIZES)
+def test_axe_finds_no_critical_or_serious_violation(open_page, size, scheme):
+    script, reason = axe_script(ROOT / "build")
+    if script is None:
+        pytest.skip(f"axe-core: {reason}")
+    lesson = f"{NOTEBOOKS[min(2, len(NOTEBOOKS) - 1)].stem}.html?highlight=attention"
+    faults = []
+    for name in [*AXE_PAGES, lesson] if (size, scheme) in LESSON_AXED else AXE_PAGES:
+        page = open_page(name, color_scheme=scheme, **SIZES[size])
+        if name.startswith("search"):
+            page.locator("#search-results ul.search li").first.wait_for(timeout=15_000)
+        page.add_script_tag(path=str(script))
+        for violation in page.evaluate(AXE_RUN):
+            if violation["impact"] in AXE_IMPACTS:
+                faults.append(
+                    f"{name}: {violation['impact']} {violation['id']}: {violation['nodes'][:3]}"
+                )
+        page.context.close()
+    assert faults == [], "\n".join(faults)

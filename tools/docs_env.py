@@ -14,18 +14,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from tools.syllabus import ROOT
-from tools.venv_cache import cached_python, venv_dir
 
 REQUIREMENTS = ROOT / "requirements-docs.txt"
 
 
 def env_dir(root: Path = ROOT) -> Path:
     """Where the docs environment for this Python and these pins lives."""
+    from tools.venv_cache import venv_dir  # filelock: not in the docs environment itself
+
     return venv_dir("docs", (root / REQUIREMENTS.name).read_text(), root=root)
 
 
 def docs_python(root: Path = ROOT) -> Path:
     """The python of the docs environment, made first if it is not there yet."""
+    from tools.venv_cache import cached_python
+
     venv = env_dir(root)
     if not (venv / ".ready").exists():
         print(f"making the docs environment {venv.relative_to(root)} (once)", flush=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools import course, docs_env
+from tools import course, docs_env, site_alt, site_references
 from tools.exercise_cells import read
 from tools.syllabus import ROOT, Lesson, NotebookError, notebook_paths, read_lesson
 
@@ -79,16 +80,40 @@ def _control(kind: str, state: dict) -> str:
         return (
             f"<label class='course-control'>{label} <code>{html.escape(str(chosen))}</code></label>"
         )
-    if kind == "CheckboxModel":
-        checked = " checked" if state.get("value") else ""
-        return f"<label class='course-control'><input type='checkbox' disabled{checked}> {label}</label>"
+    if kind == "CheckboxModel":  # in words: a disabled checkbox can look checked in dark mode
+        value = "on" if state.get("value") else "off"
+        return f"<span class='course-control'>{label} <code>{value}</code></span>"
     if kind in ("FloatProgressModel", "IntProgressModel"):
         return f"<progress value='{state.get('value')}' max='{state.get('max')}'></progress>"
     return ""
 
 
-def widget_html(states: dict, model_id: str) -> str:
-    """Static HTML for the widget ``model_id`` and its children, from the saved state."""
+def control_values(states: dict, model_id: str) -> list[str]:
+    """``"label = value"`` for each control under the widget ``model_id``, as saved."""
+    model = states.get(model_id)
+    if model is None:
+        return []
+    state = model["state"]
+    if "children" in state:
+        return [
+            value
+            for child in state["children"]
+            for value in control_values(states, child.removeprefix("IPY_MODEL_"))
+        ]
+    value = state.get("value")
+    if "_options_labels" in state and isinstance(state.get("index"), int):
+        value = state["_options_labels"][state["index"]]
+    if model["model_name"] == "CheckboxModel":
+        value = "on" if value else "off"
+    label = str(state.get("description", "")).strip()
+    if not label or value is None or model["model_name"] in ("HTMLModel", "LabelModel"):
+        return []
+    return [f"{label} = {value}"]
+
+
+def widget_html(states: dict, model_id: str, alt: str = "the explorer as saved") -> str:
+    """Static HTML for the widget ``model_id`` and its children, from the saved state;
+    ``alt`` is its picture's alt text."""
     model = states.get(model_id)
     if model is None:
         return ""
@@ -96,7 +121,7 @@ def widget_html(states: dict, model_id: str) -> str:
     if kind in ("VBoxModel", "HBoxModel", "BoxModel"):
         direction = "row" if kind == "HBoxModel" else "column"
         children = "".join(
-            widget_html(states, child.removeprefix("IPY_MODEL_"))
+            widget_html(states, child.removeprefix("IPY_MODEL_"), alt)
             for child in state.get("children", [])
         )
         return f"<div style='display:flex;flex-direction:{direction};gap:4px'>{children}</div>"
@@ -105,7 +130,7 @@ def widget_html(states: dict, model_id: str) -> str:
         if not data:
             return ""
         encoded = base64.b64encode(data).decode("ascii")
-        return f"<img class='course-widget-image' alt='the explorer as saved' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
+        return f"<img class='course-widget-image' alt='{html.escape(alt, quote=True)}' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
     if kind == "HTMLModel":
         return f"<div>{state.get('value', '')}</div>"
     if kind == "LabelModel":
@@ -120,13 +145,15 @@ def staticize_widgets(nb: nbformat.NotebookNode) -> int:
     """
     saved = nb.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     replaced = 0
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
         for output in cell.get("outputs", []):
             view = output.get("data", {}).get(WIDGET_VIEW)
             if view is None:
                 continue
             del output.data[WIDGET_VIEW]
-            body = widget_html(saved, view["model_id"])
+            controls = control_values(saved, view["model_id"])
+            alt = site_alt.explorer_alt(site_alt.section_of(nb, index), controls)
+            body = widget_html(saved, view["model_id"], alt)
             if body:
                 note = f"<p class='course-live-note'>{LIVE_NOTE}</p>" if "<img" in body else ""
                 output.data["text/html"] = f"<div class='course-widget'>{body}{note}</div>"
@@ -199,7 +226,8 @@ def index_markdown(syllabus: list[Lesson]) -> str:
         "## Syllabus\n\n"
         + "\n".join(_lesson_markdown(lesson) for lesson in syllabus)
         + f"\n```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{toc}\n```\n\n"
-        "```{toctree}\n:hidden:\n:caption: For teachers\n\nTEACHING\n```\n"
+        "```{toctree}\n:hidden:\n:caption: For teachers\n\nTEACHING\n```\n\n"
+        "```{toctree}\n:hidden:\n:caption: Reference\n\nreferences\n```\n"
     )
 
 
@@ -211,20 +239,33 @@ def stage(src: Path, root: Path = ROOT) -> list[Path]:
     src.mkdir(parents=True, exist_ok=True)
     paths = notebook_paths(root)
     pages = {f"notebooks/{p.name}" for p in paths} | {"TEACHING.md"}
+    cited_by: dict[str, list[str]] = {}
     for path in paths:
         nb = read(path)
         staticize_widgets(nb)
+        site_alt.add_figure_alts(nb)
         for cell in nb.cells:
             if cell.cell_type == "markdown":
                 cell.source = repository_links(local_badge(cell.source), "notebooks", pages, root)
+                cell.source, cited = site_references.link_citations(cell.source)
+                for citation in sorted(cited):
+                    if path.stem not in cited_by.setdefault(citation, []):
+                        cited_by[citation].append(path.stem)
         nbformat.write(nb, src / path.name)
+    references = site_references.references_markdown(cited_by)
+    (src / "references.md").write_text(references, encoding="utf-8")
     teaching = (root / "TEACHING.md").read_text(encoding="utf-8")
     teaching = repository_links(teaching, "", pages, root)
     (src / "TEACHING.md").write_text(teaching, encoding="utf-8")
     lessons = [read_lesson(path) for path in paths]
     (src / "index.md").write_text(index_markdown(lessons), encoding="utf-8")
     shutil.copy2(root / "docs" / BADGE, src / BADGE)
-    return [src / "index.md", *(src / p.name for p in paths), src / "TEACHING.md"]
+    return [
+        src / "index.md",
+        *(src / p.name for p in paths),
+        src / "TEACHING.md",
+        src / "references.md",
+    ]
 
 
 def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
@@ -244,7 +285,26 @@ def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
         subprocess.run(command, check=True, cwd=tmp)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(html_dir, out)
+    for path in [*notebook_paths(root), root / "TEACHING.md"]:  # downloads: the committed file
+        shutil.copy2(path, out / "_sources" / path.name)
+    prune_mathjax(out / "_static" / "mathjax")
     return out / "index.html"
+
+
+# What the pages load of MathJax: the TeX-to-HTML bundle, its fonts, and the TeX extensions
+# it loads itself when a formula uses one. The other bundles (SVG, MathML input, the speech
+# engine) are never asked for: 24 MB of the 31.5 the site weighed.
+MATHJAX_KEEP = ("tex-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions")
+
+
+def prune_mathjax(folder: Path) -> None:
+    """Delete every file of MathJax's folder that the pages never load."""
+    for path in sorted(folder.rglob("*"), reverse=True):
+        relative = path.relative_to(folder).as_posix()
+        if path.is_file() and not relative.startswith(MATHJAX_KEEP):
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
 
 
 def size_mb(folder: Path) -> float:
@@ -254,7 +314,9 @@ def size_mb(folder: Path) -> float:
 
 def main(argv: list[str]) -> None:
     out = Path(argv[0] if argv else "site").resolve()
-    python = docs_env.docs_python()
+    # Run by the docs environment itself (`make site`), build with it; else make or reuse one.
+    has_sphinx = importlib.util.find_spec("sphinx") is not None
+    python = Path(sys.executable) if has_sphinx else docs_env.docs_python()
     start = time.perf_counter()
     try:
         index = build(out, python=python)
