@@ -42,10 +42,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from helpers.torch_attention import scaled_dot_product_attention
 from helpers.kit.bench.ceiling import DTYPES
 from helpers.masks import causal_mask
-from helpers.torch_attention import FusedMultiHeadAttention, MultiHeadAttention
+from helpers.torch_attention import (
+    FusedMultiHeadAttention,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
 
 CONTENDERS = (
     "naive",
