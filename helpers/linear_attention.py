@@ -115,13 +115,16 @@ def gated_delta_rule(
         S = q.new_zeros(B, h, d_k, v.shape[-1])
     else:
         S = initial_state.to(dtype).clone()  # never written into: the caller's state stays
-    step = _delta_steps if chunk_size is None else _delta_chunks
-    out, S = step(q, k, v, g, beta, S, chunk_size)
+    if chunk_size is None:
+        out, S = delta_rule_steps(q, k, v, g, beta, S)
+    else:
+        out, S = delta_rule_chunks(q, k, v, g, beta, S, chunk_size)
     return out.to(in_dtype), S.to(in_dtype)
 
 
-def _delta_steps(q, k, v, g, beta, S, _chunk_size):
-    """The recurrence, token by token: what a decode step runs."""
+def delta_rule_steps(q, k, v, g, beta, S):
+    """The recurrence, token by token (what a decode step runs), on what :func:`gated_delta_rule`
+    prepared: checked inputs in the compute dtype, q already scaled, S ``(B, h, d_k, d_v)``."""
     out = []
     for t in range(q.shape[2]):
         S = S * g[:, :, t, None, None].exp()  # decay: S ← exp(g_t) S
@@ -133,8 +136,9 @@ def _delta_steps(q, k, v, g, beta, S, _chunk_size):
     return torch.cat(out, dim=2), S
 
 
-def _delta_chunks(q, k, v, g, beta, S, chunk_size):
-    """The chunked (WY / UT) form: inside a chunk by matrix products, across chunks by the state.
+def delta_rule_chunks(q, k, v, g, beta, S, chunk_size):
+    """The chunked (WY / UT) form: inside a chunk by matrix products, across chunks by the state;
+    on what :func:`gated_delta_rule` prepared, as :func:`delta_rule_steps`.
 
     Within a chunk, with ``G_t = Σ_{s ≤ t} g_s`` (cumulative, from the chunk's start), the writes
     ``u_t = β_t (v_t − exp(g_t) S_{t−1}ᵀ k_t)`` solve ``(I + A) U = β V − (β exp(G) K) S_0`` with

@@ -406,3 +406,35 @@ def test_bookkeeping_is_found(text):
 )
 def test_sources_goals_and_headings_are_not_bookkeeping(text):
     assert not bookkeeping_in(text)
+
+
+# --- what a notebook prints is public ----------------------------------------------------------
+
+PRINTED = re.compile(r"inspect\.getsource\(\s*([\w.]+)\s*\)")
+
+
+def printed_names(sources: list[str]) -> list[str]:
+    """The dotted names that code cells print with ``inspect.getsource``."""
+    return [name for source in sources for name in PRINTED.findall(source)]
+
+
+def private_among(names: list[str]) -> list[str]:
+    return [name for name in names if any(part.startswith("_") for part in name.split("."))]
+
+
+def test_every_function_a_notebook_prints_is_public():
+    private = {
+        path.name: private_among(
+            printed_names([c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code"])
+        )
+        for path in NOTEBOOKS
+    }
+    assert not {k: v for k, v in private.items() if v}, (
+        f"notebooks print private functions: {private}"
+    )
+    assert sum(map(len, (printed_names([Path(p).read_text()]) for p in NOTEBOOKS))) >= 10
+
+
+def test_a_printed_private_function_is_found():
+    cell = "print(inspect.getsource(flash._tiled_forward))\nprint(inspect.getsource(gather_blocks))"
+    assert private_among(printed_names([cell])) == ["flash._tiled_forward"]

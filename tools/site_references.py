@@ -85,6 +85,31 @@ PAPERS = [
         "FlashAttention-3: Fast and Accurate Attention with Asynchrony and Low-precision",
         "https://arxiv.org/abs/2407.08608",
     ),
+    (
+        "Zhong et al., 2024",
+        "DistServe: Disaggregating Prefill and Decoding for Goodput-optimized Large Language Model Serving",
+        "https://arxiv.org/abs/2401.09670",
+    ),
+    (
+        "Katharopoulos et al., 2020",
+        "Transformers are RNNs: Fast Autoregressive Transformers with Linear Attention",
+        "https://arxiv.org/abs/2006.16236",
+    ),
+    (
+        "Schlag et al., 2021",
+        "Linear Transformers Are Secretly Fast Weight Programmers",
+        "https://arxiv.org/abs/2102.11174",
+    ),
+    (
+        "Yang et al., 2024",
+        "Parallelizing Linear Transformers with the Delta Rule over Sequence Length",
+        "https://arxiv.org/abs/2406.06484",
+    ),
+    (
+        "Yang et al., 2025",
+        "Gated Delta Networks: Improving Mamba2 with Delta Rule",
+        "https://arxiv.org/abs/2412.06464",
+    ),
 ]
 # What a citation in a lesson looks like: "Name et al., 2022", "A and B, 2018", "Dao, 2023".
 CITATION = re.compile(
