@@ -18,6 +18,11 @@ What is left here is what no library does, done on copies of the notebooks given
   shipped with the site, on the same link.
 - **Links to repository files that are not pages** (TEACHING.md links CONTRIBUTING.md) go to
   the repository at :data:`tools.course.REF`, instead of a file the site does not have.
+- **Citations and terms**: each paper a lesson cites links to the references page
+  (:mod:`tools.site_references`), and the first mention of each notation or term to the
+  glossary (:mod:`tools.site_glossary`).
+- **Verdict marks**: ✅, ❌ and ⏳ in the built pages are wrapped in labelled spans that the
+  stylesheet draws, so no emoji font is needed (:mod:`tools.site_marks`).
 - **The index**: the syllabus read from each notebook's first cell (:mod:`tools.syllabus`), and
   the table of contents made from the notebooks found in ``notebooks/``, so a new notebook
   joins the site, the sidebar and previous/next without a list to update.
