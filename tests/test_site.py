@@ -12,15 +12,15 @@ import re
 import pytest
 from conftest import NOTEBOOKS, ROOT
 from notebook_tools import code_cells, outputs, read, solutions
-from site_tools import built_site, local_target, page, squash
+from site_tools import Page, built_site, local_target, page, squash
 
-from tools import course, site, site_alt, site_references
+from tools import course, site, site_alt, site_glossary, site_marks, site_references
 from tools.site import LIVE_NOTE, WIDGET_STATE, WIDGET_VIEW, widget_html
 from tools.syllabus import Lesson, read_lesson
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STEMS = [path.stem for path in NOTEBOOKS]
-ALL_PAGES = ["index", "TEACHING", "references", "search", "genindex", *STEMS]
+ALL_PAGES = ["index", "TEACHING", "references", "glossary", "search", "genindex", *STEMS]
 MATHJAX = "_static/mathjax/tex-chtml.js"
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 DOLLAR_MATH = re.compile(r"\$\$.+?\$\$|\$[^$\s](?:[^$\n]|\n(?!\n))*?\$", re.DOTALL)
@@ -309,3 +309,81 @@ def test_every_paper_the_lessons_cite_is_on_the_references_page_and_linked():
     built = (built_site() / "references.html").read_text(encoding="utf-8")
     for href in linked:
         assert f'id="{href.split("#")[1]}"' in built, f"no entry for {href}"
+
+
+def test_lessons_link_the_first_mention_of_each_glossary_entry_in_their_prose():
+    done: set[str] = set()
+    text = (
+        "## The KV cache\n\nA **KV cache** keeps keys; the KV cache grows. `d_k` and $d_k$ and "
+        "`x.d_k`.\n\n<details>\n<summary>Solution</summary>\n\nSDPA here\n</details>\n\n"
+        "Causal masks, then [SDPA](https://pytorch.org) and ```\nSDPA\n``` and SDPA."
+    )
+    linked = site_glossary.link_terms(text, done)
+    kv = "](glossary.md#kv-cache)"
+    assert linked.count(kv) == 1 and "**[KV cache](glossary.md#kv-cache)**" in linked
+    assert linked.startswith("## The KV cache\n"), "a heading is never linked"
+    assert "[`d_k`](glossary.md#d_k)" in linked and "$d_k$" in linked and "`x.d_k`" in linked
+    assert "SDPA here" in linked and "[SDPA](https://pytorch.org)" in linked
+    assert linked.endswith("and [SDPA](glossary.md#sdpa)."), "first mention outside code"
+    assert "[Causal](glossary.md#causal) [masks](glossary.md#mask)" in linked
+    again = site_glossary.link_terms("the KV cache, causal", done)
+    assert "glossary.md" not in again, "one link per entry on a page"
+
+
+def test_the_glossary_keeps_notebook_00s_notation_and_names_lessons_that_exist():
+    table = next(c.source for c in read(NOTEBOOKS[0]).cells if "| symbol | meaning |" in c.source)
+    symbols = re.findall(r"^\| `?([A-Za-z_]+)`? \|", table, re.MULTILINE)[1:]  # not "symbol"
+    names = " ".join(entry.name for entry in site_glossary.NOTATION)
+    assert symbols and all(re.search(rf"\b{s}\b", names) for s in symbols), symbols
+    numbers = {path.stem[:2] for path in NOTEBOOKS}
+    for entry in site_glossary.ENTRIES:
+        assert entry.lessons and set(entry.lessons) <= numbers, entry
+        assert entry.meaning.endswith(".") and entry.meaning.count(". ") <= 1, entry.meaning
+    anchors = [site_glossary.anchor(entry.name) for entry in site_glossary.ENTRIES]
+    assert len(set(anchors)) == len(anchors) >= 30
+
+
+def test_the_glossary_page_links_every_entry_to_its_lessons_and_the_lessons_link_it():
+    built = (built_site() / "glossary.html").read_text(encoding="utf-8")
+    sections = re.split(r"<section id=", built)
+    for entry in site_glossary.ENTRIES:
+        section = next((s for s in sections if f"{entry.name}<a" in s), None)
+        assert section, f"glossary.html has no entry {entry.name}"
+        taught = set(re.findall(r'href="(\d\d_\w+)\.html"', section.split("</section>")[0]))
+        assert {t[:2] for t in taught} == set(entry.lessons), f"{entry.name}: {taught}"
+        assert all((built_site() / f"{t}.html").is_file() for t in taught)
+    for path in NOTEBOOKS:
+        hrefs = [a.get("href", "") for a in page(path.stem).tags["a"]]
+        into = [h for h in hrefs if h.startswith("glossary.html#")]
+        assert into, f"{path.stem}.html links nothing to the glossary"
+        for href in into:
+            assert f'id="{href.split("#")[1]}"' in built, f"{path.stem}.html: no entry {href}"
+    sidebar = (built_site() / "index.html").read_text(encoding="utf-8")
+    assert 'href="glossary.html"' in sidebar[sidebar.index('class="bd-links bd-docs-nav"') :]
+
+
+def test_verdict_marks_are_wrapped_with_a_label_only_in_the_text():
+    html = '<p title="✅">ok ✅ no ❌️</p><script>"⏳"</script>'
+    wrapped = site_marks.wrap_marks(html)
+    assert wrapped.count('class="course-mark') == 2 and 'title="✅"' in wrapped
+    assert '<script>"⏳"</script>' in wrapped and 'aria-label="failed">❌\ufe0f</span>' in wrapped
+
+
+MARK_SPAN = re.compile(
+    r'<span class="course-mark (course-mark-\w+)" role="img" aria-label="[^"]+">'
+)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_verdict_marks_are_drawn_without_an_emoji_font(path):
+    built = (built_site() / f"{path.stem}.html").read_text(encoding="utf-8")
+    marks = "".join(site_marks.MARKS)
+    printed = sum(o.get("text", "").count(m) for o in outputs(read(path)) for m in site_marks.MARKS)
+    assert len(MARK_SPAN.findall(built)) >= printed, f"{path.stem}: marks left unwrapped"
+    bare = Page(re.sub(MARK_SPAN.pattern + f"[{marks}]", "", built))
+    text = bare.visible_text + bare.folded_text
+    assert not re.search(f"[{marks}]", text), f"{path.stem}.html shows a bare mark"
+    css = (built_site() / "_static" / "course.css").read_text(encoding="utf-8")
+    for kind in set(MARK_SPAN.findall(built)):
+        rule = re.search(rf"\.{kind} \{{([^}}]*)\}}", css)
+        assert rule and 'url("data:image/svg+xml,' in rule.group(1), f"course.css draws no {kind}"

@@ -18,6 +18,11 @@ What is left here is what no library does, done on copies of the notebooks given
   shipped with the site, on the same link.
 - **Links to repository files that are not pages** (TEACHING.md links CONTRIBUTING.md) go to
   the repository at :data:`tools.course.REF`, instead of a file the site does not have.
+- **Citations and terms**: each paper a lesson cites links to the references page
+  (:mod:`tools.site_references`), and the first mention of each notation or term to the
+  glossary (:mod:`tools.site_glossary`).
+- **Verdict marks**: ✅, ❌ and ⏳ in the built pages are wrapped in labelled spans that the
+  stylesheet draws, so no emoji font is needed (:mod:`tools.site_marks`).
 - **The index**: the syllabus read from each notebook's first cell (:mod:`tools.syllabus`), and
   the table of contents made from the notebooks found in ``notebooks/``, so a new notebook
   joins the site, the sidebar and previous/next without a list to update.
@@ -38,7 +43,7 @@ from pathlib import Path
 
 import nbformat
 
-from tools import course, docs_env, site_alt, site_references
+from tools import course, docs_env, site_alt, site_glossary, site_marks, site_references
 from tools.exercise_cells import read
 from tools.syllabus import ROOT, Lesson, NotebookError, notebook_paths, read_lesson
 
@@ -227,7 +232,7 @@ def index_markdown(syllabus: list[Lesson]) -> str:
         + "\n".join(_lesson_markdown(lesson) for lesson in syllabus)
         + f"\n```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{toc}\n```\n\n"
         "```{toctree}\n:hidden:\n:caption: For teachers\n\nTEACHING\n```\n\n"
-        "```{toctree}\n:hidden:\n:caption: Reference\n\nreferences\n```\n"
+        "```{toctree}\n:hidden:\n:caption: Reference\n\nreferences\nglossary\n```\n"
     )
 
 
@@ -242,6 +247,7 @@ def stage(src: Path, root: Path = ROOT) -> list[Path]:
     cited_by: dict[str, list[str]] = {}
     for path in paths:
         nb = read(path)
+        glossed: set[str] = set()  # the glossary's entries linked on this page so far
         staticize_widgets(nb)
         site_alt.add_figure_alts(nb)
         for cell in nb.cells:
@@ -251,9 +257,12 @@ def stage(src: Path, root: Path = ROOT) -> list[Path]:
                 for citation in sorted(cited):
                     if path.stem not in cited_by.setdefault(citation, []):
                         cited_by[citation].append(path.stem)
+                cell.source = site_glossary.link_terms(cell.source, glossed)
         nbformat.write(nb, src / path.name)
     references = site_references.references_markdown(cited_by)
     (src / "references.md").write_text(references, encoding="utf-8")
+    glossary = site_glossary.glossary_markdown({p.stem[:2]: p.stem for p in paths})
+    (src / "glossary.md").write_text(glossary, encoding="utf-8")
     teaching = (root / "TEACHING.md").read_text(encoding="utf-8")
     teaching = repository_links(teaching, "", pages, root)
     (src / "TEACHING.md").write_text(teaching, encoding="utf-8")
@@ -265,6 +274,7 @@ def stage(src: Path, root: Path = ROOT) -> list[Path]:
         *(src / p.name for p in paths),
         src / "TEACHING.md",
         src / "references.md",
+        src / "glossary.md",
     ]
 
 
@@ -288,6 +298,7 @@ def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
     for path in [*notebook_paths(root), root / "TEACHING.md"]:  # downloads: the committed file
         shutil.copy2(path, out / "_sources" / path.name)
     prune_mathjax(out / "_static" / "mathjax")
+    site_marks.wrap_site(out)
     return out / "index.html"
 
 
