@@ -290,6 +290,42 @@ def _nb13() -> Explorer:
     )
 
 
+def _nb14_pool() -> Explorer:
+    from helpers.lessons.nb14.explorers import MAX_STEP, POOL_SIZES, render_prefix_pool
+
+    return explore(
+        render_prefix_pool,
+        step=widgets.IntSlider(value=9, min=0, max=MAX_STEP),
+        num_blocks=widgets.Dropdown(options=POOL_SIZES, value=40),
+    )
+
+
+def _nb14_budget() -> Explorer:
+    from helpers.lessons.nb14.explorers import BUDGETS, render_budget
+
+    return explore(render_budget, budget=widgets.SelectionSlider(options=BUDGETS, value=16))
+
+
+def _nb16_recall() -> Explorer:
+    from helpers.lessons.nb16.explorers import KEY_WIDTHS, WHICH, render_recall
+
+    return explore(
+        render_recall,
+        d_k=widgets.Dropdown(options=KEY_WIDTHS, value=16),
+        which=widgets.ToggleButtons(options=WHICH, value=WHICH[1]),
+    )
+
+
+def _nb16_memory() -> Explorer:
+    from helpers.lessons.nb16.explorers import CONTEXTS, LINEAR_SHARES, render_memory
+
+    return explore(
+        render_memory,
+        T=widgets.Dropdown(options=CONTEXTS, value=262_144),
+        linear_per_full=widgets.Dropdown(options=LINEAR_SHARES, value=3),
+    )
+
+
 def cases() -> list[Case]:
     """Every notebook's explorer(s), in reading order, with their first control's moves."""
     from helpers.lessons.nb02.explorers import MAX_D_K
@@ -341,6 +377,15 @@ def cases() -> list[Case]:
             "12_speculation", _nb12_speculation, "num_draft", moves(range(1, 9), 4)
         ),
         Case("13_latent_cache", _nb13, "kv_latent_dim", moves(latent_cache.LATENT_SIZES, 512)),
+        Case("14_prefix_pool", _nb14_pool, "step", moves(range(0, 46, 3), 9)),
+        Case("14_budget", _nb14_budget, "budget", moves([8, 16, 32, 64, 128], 16)),
+        Case("16_recall", _nb16_recall, "d_k", moves([8, 16, 32], 16)),
+        Case(
+            "16_memory",
+            _nb16_memory,
+            "T",
+            moves([4_096, 32_768, 131_072, 262_144, 1_048_576], 262_144),
+        ),
     ]
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_additive, check_lengths, check_masks
+from helpers.kit.mask_checks import check_additive, check_lengths, check_masks
 
 
 def causal_mask(T: int) -> np.ndarray:

@@ -202,6 +202,7 @@ LIBRARY_USES_OF_KIT = {
     "helpers.kit",
     "helpers.kit.checks",
     "helpers.kit.entry_checks",
+    "helpers.kit.mask_checks",
     "helpers.kit.processes",
 }
 

@@ -11,6 +11,48 @@ from helpers.masks import causal_mask, padding_mask
 
 
 @exercise(
+    "masked_softmax_torch",
+    notebook="05",
+    hint="Give the blocked scores -inf before the softmax; a row that is -inf everywhere comes "
+    "out NaN, so afterwards set the rows whose mask has no True to zero.",
+)
+def _masked_softmax_torch():
+    """Notebook 05, section 3 (Check yourself): notebook 03's zeros-not-NaN fix, in PyTorch."""
+
+    gen = torch.Generator().manual_seed(5)
+    scores = torch.randn(2, 3, 4, 5, generator=gen, dtype=torch.float64)  # (B, h, T_q, T_k)
+    mask = torch.rand(2, 1, 4, 5, generator=gen) > 0.4  # (B, 1, T_q, T_k), True = may attend
+    mask[:, :, :, 0] = True  # every query may attend to key 0 ...
+    mask[1, 0, 2] = False  # ... except query 2 of sequence 1, which may attend to nothing
+
+    def blocks_and_normalises(fn):
+        got = fn(scores, mask)
+        assert_shape(got, tuple(scores.shape), "(B, h, T_q, T_k)", name="weights")
+        expected = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        rows = mask.any(dim=-1).expand(2, 3, 4)  # the queries that may attend to something
+        gap = (got[rows] - expected[rows]).abs().max().item()
+        assert gap < 1e-12, f"weights differ from the masked softmax by up to {gap:.3g}"
+
+    def gives_zeros_to_a_query_with_no_key(fn):
+        row = fn(scores, mask)[1, :, 2]  # (h, T_k): every head of the blocked query
+        if torch.isnan(row).any():
+            raise Slip(
+                f"the query with no allowed key came out NaN: {row[0].tolist()}",
+                "softmax of a row that is -inf everywhere is NaN; after the softmax, set the "
+                "rows whose mask has no True to 0 (mask.any(dim=-1, keepdim=True)).",
+            )
+        assert torch.equal(row, torch.zeros_like(row)), f"expected zeros, got {row[0].tolist()}"
+
+    return [
+        ("blocked keys get weight 0 and every other row sums to 1", blocks_and_normalises),
+        (
+            "a query that may attend to nothing gets zeros, not NaN",
+            gives_zeros_to_a_query_with_no_key,
+        ),
+    ]
+
+
+@exercise(
     "linear_from_numpy",
     notebook="05",
     hint="nn.Linear computes x @ weight.T + bias, so weight must be W.T (shape (d_out, d_in)); "
@@ -110,47 +152,4 @@ def _torch_mha_masks():
     return [
         ("key_padding_mask is True at padded keys, shape (B, T)", flips_the_padding_mask),
         ("attn_mask is True above the diagonal, shape (T, T)", flips_the_causal_mask),
-    ]
-
-
-@exercise(
-    "masked_softmax_torch",
-    notebook="05",
-    hint="Fill the blocked scores with -inf (scores.masked_fill(~mask, float('-inf'))), take "
-    "torch.softmax over the last axis, then set the rows with no allowed key to zero: "
-    "weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
-)
-def _masked_softmax_torch():
-    """Notebook 05, section 2 (Check yourself): notebook 03's zeros-not-NaN fix, in PyTorch."""
-
-    gen = torch.Generator().manual_seed(5)
-    scores = torch.randn(2, 3, 4, 5, generator=gen, dtype=torch.float64)  # (B, h, T_q, T_k)
-    mask = torch.rand(2, 1, 4, 5, generator=gen) > 0.4  # (B, 1, T_q, T_k), True = may attend
-    mask[:, :, :, 0] = True  # every query may attend to key 0 ...
-    mask[1, 0, 2] = False  # ... except query 2 of sequence 1, which may attend to nothing
-
-    def blocks_and_normalises(fn):
-        got = fn(scores, mask)
-        assert_shape(got, tuple(scores.shape), "(B, h, T_q, T_k)", name="weights")
-        expected = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-        rows = mask.any(dim=-1).expand(2, 3, 4)  # the queries that may attend to something
-        gap = (got[rows] - expected[rows]).abs().max().item()
-        assert gap < 1e-12, f"weights differ from the masked softmax by up to {gap:.3g}"
-
-    def gives_zeros_to_a_query_with_no_key(fn):
-        row = fn(scores, mask)[1, :, 2]  # (h, T_k): every head of the blocked query
-        if torch.isnan(row).any():
-            raise Slip(
-                f"the query with no allowed key came out NaN: {row[0].tolist()}",
-                "softmax of a row that is -inf everywhere is NaN; after the softmax, set the "
-                "rows whose mask has no True to 0 (mask.any(dim=-1, keepdim=True)).",
-            )
-        assert torch.equal(row, torch.zeros_like(row)), f"expected zeros, got {row[0].tolist()}"
-
-    return [
-        ("blocked keys get weight 0 and every other row sums to 1", blocks_and_normalises),
-        (
-            "a query that may attend to nothing gets zeros, not NaN",
-            gives_zeros_to_a_query_with_no_key,
-        ),
     ]
