@@ -234,7 +234,9 @@ def test_topk_keep_takes_the_best_causal_keys_of_each_row():
     assert not keep.triu(1).any()
     for t in range(9):
         allowed = scores[t, : t + 1]
-        assert set(keep[t].nonzero().flatten().tolist()) == set(allowed.topk(min(3, t + 1)).indices.tolist())
+        assert set(keep[t].nonzero().flatten().tolist()) == set(
+            allowed.topk(min(3, t + 1)).indices.tolist()
+        )
 
 
 def test_keep_explorer_redraws_when_driven_headless():
