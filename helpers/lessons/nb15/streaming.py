@@ -1,5 +1,8 @@
 """Notebook 10's trained model run with a mask of our choosing: a window, sinks beside it.
 
+The model is notebook 10's ``AttentionOnlyTransformer`` (passed in: a lesson imports no other
+lesson).
+
 :func:`next_token_loss_with_keep` runs the same computation as
 :meth:`helpers.lessons.nb10.model.AttentionOnlyTransformer.forward`, but every head of every
 layer attends only where ``keep`` is True (boolean ``(T, T)``, True = may attend), as a model run
@@ -12,12 +15,11 @@ import torch
 from torch import Tensor, nn
 
 from helpers.kit import checks
-from helpers.lessons.nb10.model import AttentionOnlyTransformer
 from helpers.rope import apply_rope
 from helpers.torch_attention import combine_heads, scaled_dot_product_attention
 
 
-def logits_with_keep(model: AttentionOnlyTransformer, tokens: Tensor, keep: Tensor) -> Tensor:
+def logits_with_keep(model: nn.Module, tokens: Tensor, keep: Tensor) -> Tensor:
     """Next-token logits ``(B, T, vocab)`` of the model with every head restricted to ``keep``."""
     T = tokens.shape[1]
     checks.expect(keep=(keep, f"{T} {T}: bool"))  # one (T, T) mask for every layer and head
@@ -33,9 +35,7 @@ def logits_with_keep(model: AttentionOnlyTransformer, tokens: Tensor, keep: Tens
     return model.readout(x)
 
 
-def next_token_loss_with_keep(
-    model: AttentionOnlyTransformer, tokens: Tensor, keep: Tensor
-) -> Tensor:
+def next_token_loss_with_keep(model: nn.Module, tokens: Tensor, keep: Tensor) -> Tensor:
     """Cross-entropy of predicting token t + 1 from what ``keep`` lets it see: ``(B, T - 1)``."""
     logits = logits_with_keep(model, tokens, keep)
     return nn.functional.cross_entropy(
