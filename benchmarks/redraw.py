@@ -306,6 +306,29 @@ def _nb14_budget() -> Explorer:
     return explore(render_budget, budget=widgets.SelectionSlider(options=BUDGETS, value=16))
 
 
+def _nb15_keep() -> Explorer:
+    from helpers.lessons.nb15.explorers import LENGTHS, SINKS, TOP_KS, WINDOWS, render_keep
+
+    return explore(
+        render_keep,
+        T=widgets.SelectionSlider(options=LENGTHS, value=16),
+        window=widgets.SelectionSlider(options=WINDOWS, value=4),
+        num_sink=widgets.SelectionSlider(options=SINKS, value=2),
+        top_k=widgets.SelectionSlider(options=TOP_KS, value=4),
+    )
+
+
+def _nb15_cost() -> Explorer:
+    from helpers.lessons.nb15.explorers import COST_TOP_KS, COST_WINDOWS, QUANTITIES, render_cost
+
+    return explore(
+        render_cost,
+        quantity=widgets.ToggleButtons(options=QUANTITIES, value="bytes"),
+        window=widgets.Dropdown(options=COST_WINDOWS, value=4_096),
+        top_k=widgets.Dropdown(options=COST_TOP_KS, value=2_048),
+    )
+
+
 def _nb16_recall() -> Explorer:
     from helpers.lessons.nb16.explorers import KEY_WIDTHS, WHICH, render_recall
 
@@ -379,6 +402,8 @@ def cases() -> list[Case]:
         Case("13_latent_cache", _nb13, "kv_latent_dim", moves(latent_cache.LATENT_SIZES, 512)),
         Case("14_prefix_pool", _nb14_pool, "step", moves(range(0, 46, 3), 9)),
         Case("14_budget", _nb14_budget, "budget", moves([8, 16, 32, 64, 128], 16)),
+        Case("15_keep", _nb15_keep, "T", moves([8, 12, 16, 24, 32, 48], 16)),
+        Case("15_cost", _nb15_cost, "top_k", moves([256, 512, 1_024, 2_048, 4_096], 2_048)),
         Case("16_recall", _nb16_recall, "d_k", moves([8, 16, 32], 16)),
         Case(
             "16_memory",

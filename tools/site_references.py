@@ -91,6 +91,11 @@ PAPERS = [
         "https://arxiv.org/abs/2401.09670",
     ),
     (
+        "DeepSeek-AI, 2025",
+        "DeepSeek-V3.2-Exp: Boosting Long-Context Efficiency with DeepSeek Sparse Attention",
+        "https://github.com/deepseek-ai/DeepSeek-V3.2-Exp",
+    ),
+    (
         "Katharopoulos et al., 2020",
         "Transformers are RNNs: Fast Autoregressive Transformers with Linear Attention",
         "https://arxiv.org/abs/2006.16236",

@@ -1,0 +1,1 @@
+"""Notebook 15: sparse attention and sinks."""
