@@ -301,6 +301,7 @@ def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
         shutil.copy2(path, out / "_sources" / path.name)
     prune_mathjax(out / "_static" / "mathjax")
     site_marks.wrap_site(out)
+    site_alt.size_site(out)
     return out / "index.html"
 
 
