@@ -53,6 +53,25 @@ def test_widget_html_shows_the_saved_picture_and_control_values():
     )
 
 
+def test_pictures_are_given_their_displayed_size_as_attributes():
+    states = {
+        "i": {
+            "model_name": "ImageModel",
+            "state": {"format": "png", "width": "150"},
+            "buffers": [{"path": ["value"], "data": base64.b64encode(PNG_MAGIC).decode()}],
+        }
+    }
+    assert "<img class='course-widget-image' width='150' " in widget_html(states, "i")
+    states["i"]["state"]["width"] = ""  # saved before pictures had twice the pixels
+    assert "width=" not in widget_html(states, "i")
+    docutils = '<img alt="a" src="_images/f.png" style="width: 320px; height: 282px;" />'
+    assert site_alt.size_attributes(docutils) == (
+        '<img alt="a" src="_images/f.png" width="320" height="282" />'
+    )
+    other = '<img src="x.png" style="width: 50%;" />'
+    assert site_alt.size_attributes(other) == other
+
+
 def test_a_saved_checkbox_says_on_or_off_in_words():
     for value, word in ((True, "on"), (False, "off")):
         states = {
