@@ -41,6 +41,9 @@ html_favicon = "_static/favicon.svg"
 # (not the staged copy Sphinx read), so a learner downloads exactly what the repository has.
 html_copy_source = True
 html_show_sourcelink = False
+# A figure is saved at twice its displayed size, with that size in its metadata, which MyST-NB
+# gives the <img> as width and height: the picture itself, not a link to its file.
+html_scaled_image_link = False
 
 # A copy button on code (the lessons' code cells and the solutions), not on outputs.
 copybutton_selector = ":not(.output) > div.highlight > pre"

@@ -215,3 +215,50 @@ def test_the_heatmaps_draw_exactly_what_seaborn_s_heatmap_drew(rng, monkeypatch,
     ours = _pixels(draw(weights))
     monkeypatch.setattr(plots, "_weights_mesh", _seaborn_mesh)
     np.testing.assert_array_equal(ours, _pixels(draw(weights)))
+
+
+# --- sharp figures: twice the pixels, the same size on the page --------------------------
+
+
+@pytest.fixture
+def jupyter_setup(monkeypatch):
+    """``setup()`` as a notebook runs it: an IPython shell is there, with its display formatters
+    (a light stand-in, so this process's own hooks are left alone), and no inline backend yet.
+    Returns the shell."""
+    import types
+
+    import IPython
+    from IPython.core.formatters import DisplayFormatter
+    from matplotlib_inline.config import InlineBackend
+
+    from helpers.kit.env import setup
+
+    plt.close(plt.figure())  # pyplot picks its backend before the stand-in is in place
+    shell = types.SimpleNamespace(display_formatter=DisplayFormatter())
+    InlineBackend.clear_instance()
+    with monkeypatch.context() as patch:
+        patch.setattr(IPython, "get_ipython", lambda: shell)
+        setup()
+    yield shell
+    InlineBackend.clear_instance()
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_setup_shows_figures_at_twice_their_pixels_with_their_displayed_size(jupyter_setup):
+    import base64
+
+    from helpers.kit.env import FIGURE_DPI, PIXEL_RATIO
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [1, 0])
+    data, metadata = jupyter_setup.display_formatter.format(fig)
+    plt.close(fig)
+    wide, high = _png_size(base64.b64decode(data["image/png"]))
+    shown = metadata.get("image/png", {})
+    assert shown, "no displayed size in the output's metadata: the figure shows at its pixels"
+    assert (wide // PIXEL_RATIO, high // PIXEL_RATIO) == (shown["width"], shown["height"])
+    assert PIXEL_RATIO == 2
+    assert 4 * FIGURE_DPI * 0.8 < shown["width"] <= 4 * FIGURE_DPI, "as large as before"

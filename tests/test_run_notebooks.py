@@ -10,12 +10,13 @@ import shutil
 import time
 
 import nbformat
+import numpy as np
 import pytest
 from conftest import NOTEBOOKS
 from notebook_tools import read
 
 from helpers.kit.bench import busy
-from tools import course, machine_load, run_notebooks
+from tools import course, machine_load, pictures, run_notebooks
 
 BY_NUMBER = {path.name[:2]: path for path in NOTEBOOKS}
 
@@ -230,6 +231,53 @@ def test_every_explorer_output_gets_the_picture_of_its_saved_state():
     assert picture == run_notebooks.explorer_picture(
         states, output.data[run_notebooks.WIDGET_VIEW]["model_id"]
     )
+
+
+def test_an_explorer_output_is_shown_at_the_width_its_image_was_saved_with():
+    nb = read(BY_NUMBER["00"])
+    states = nb.metadata.widgets[run_notebooks.WIDGET_STATE]["state"]
+    images = [m for m in states.values() if m["model_name"] == "ImageModel"]
+    for model in images:
+        model["state"]["width"] = "100"
+    assert run_notebooks.store_explorer_pictures(nb) == len(images) >= 1
+    sizes = [o.metadata["image/png"] for o in outputs_of(nb) if run_notebooks.WIDGET_VIEW in o.data]
+    assert sizes and all(size["width"] == 100 and size["height"] > 0 for size in sizes)
+
+
+def outputs_of(nb):
+    return [o for c in nb.cells for o in c.get("outputs", []) if "data" in o]
+
+
+def _drawn_png(alpha: float) -> bytes:
+    import io
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.imshow(np.linspace(0, 1, 64).reshape(8, 8))
+    ax.set_title("a title")
+    fig.patch.set_alpha(alpha)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=144)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def test_pictures_are_stored_with_256_colours_nearly_as_drawn():
+    import io
+
+    import PIL.Image
+
+    drawn = _drawn_png(alpha=1.0)
+    stored = pictures.compact_png(drawn)
+    before, after = (PIL.Image.open(io.BytesIO(png)) for png in (drawn, stored))
+    assert after.mode == "P" and after.size == before.size and len(stored) < len(drawn) / 1.5
+    difference = np.abs(
+        np.asarray(after.convert("RGB"), dtype=int) - np.asarray(before.convert("RGB"), dtype=int)
+    )
+    assert difference.mean() < 0.5 and difference.max() < 64, (difference.mean(), difference.max())
+    see_through = _drawn_png(alpha=0.0)
+    assert pictures.compact_png(see_through) == see_through, "transparency is kept as drawn"
 
 
 def test_a_progress_bar_is_not_mistaken_for_an_explorer():

@@ -53,6 +53,25 @@ def test_widget_html_shows_the_saved_picture_and_control_values():
     )
 
 
+def test_pictures_are_given_their_displayed_size_as_attributes():
+    states = {
+        "i": {
+            "model_name": "ImageModel",
+            "state": {"format": "png", "width": "150"},
+            "buffers": [{"path": ["value"], "data": base64.b64encode(PNG_MAGIC).decode()}],
+        }
+    }
+    assert "<img class='course-widget-image' width='150' " in widget_html(states, "i")
+    states["i"]["state"]["width"] = ""  # saved before pictures had twice the pixels
+    assert "width=" not in widget_html(states, "i")
+    docutils = '<img alt="a" src="_images/f.png" style="width: 320px; height: 282px;" />'
+    assert site_alt.size_attributes(docutils) == (
+        '<img alt="a" src="_images/f.png" width="320" height="282" />'
+    )
+    other = '<img src="x.png" style="width: 50%;" />'
+    assert site_alt.size_attributes(other) == other
+
+
 def test_a_saved_checkbox_says_on_or_off_in_words():
     for value, word in ((True, "on"), (False, "off")):
         states = {
@@ -387,3 +406,57 @@ def test_verdict_marks_are_drawn_without_an_emoji_font(path):
     for kind in set(MARK_SPAN.findall(built)):
         rule = re.search(rf"\.{kind} \{{([^}}]*)\}}", css)
         assert rule and 'url("data:image/svg+xml,' in rule.group(1), f"course.css draws no {kind}"
+
+
+# --- sharp pictures: twice the pixels of the size they are shown at ----------------------
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png.startswith(PNG_MAGIC)
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def _twice(pixels: int, shown: int) -> bool:
+    """``pixels`` is twice ``shown``: IPython's retina figures and the explorers halve an odd
+    width rounding down."""
+    return pixels in (2 * shown, 2 * shown + 1)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_saved_picture_has_twice_the_pixels_of_its_displayed_size(path):
+    nb = read(path)
+    rerun = f"re-run the notebook with python -m tools.run_notebooks ({path.name})"
+    for output in outputs(nb):
+        if "image/png" not in output.get("data", {}):
+            continue
+        wide, high = _png_size(base64.b64decode(output.data["image/png"]))
+        shown = output.get("metadata", {}).get("image/png", {})
+        assert shown, f"a {wide}x{high} picture with no displayed size: {rerun}"
+        assert _twice(wide, shown["width"]) and _twice(high, shown["height"]), (wide, shown)
+    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for model in states.values():
+        picture = site._buffer(model, "value") if model["model_name"] == "ImageModel" else None
+        if picture:
+            wide, _ = _png_size(picture)
+            shown = model["state"].get("width", "")
+            assert shown.isdigit() and _twice(wide, int(shown)), f"explorer {wide} px: {rerun}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_pages_show_every_picture_at_half_its_pixels(path):
+    """MyST-NB gives a figure's <img> the width and height of the output's metadata; tools.site
+    gives an explorer's the width it was saved with."""
+    pictures = 0
+    for img in page(path.stem).tags["img"]:
+        source = img.get("src", "")
+        if source.startswith("data:image/png;base64,"):
+            png = base64.b64decode(source.split(",", 1)[1])
+        elif source.startswith("_images/") and source.endswith(".png"):
+            png = (built_site() / source).read_bytes()
+        else:  # the Colab badge, the logo: pictures of the site, not of the lesson
+            continue
+        wide, _ = _png_size(png)
+        assert img.get("width", "").isdigit(), f"{source[:40]}: {wide} px with no width"
+        assert _twice(wide, int(img["width"])), f"{source[:40]}: {wide} px shown {img['width']}"
+        pictures += 1
+    assert pictures, f"{path.stem}.html shows no picture"

@@ -254,6 +254,28 @@ def test_every_page_fits_the_screen_hides_no_line_and_stretches_no_picture(open_
     assert faults == [], "\n".join(faults)
 
 
+# Every picture of a lesson's outputs (figures and explorers), at its rendered size in CSS pixels
+# and its own pixels' size.
+PICTURE_SIZES = """() => [...document.querySelectorAll('.bd-article .cell_output img')]
+  .filter(i => i.offsetParent && i.naturalWidth)
+  .map(i => ({alt: i.alt.slice(0, 50), shown: i.getBoundingClientRect().width,
+              natural: i.naturalWidth, attribute: Number(i.getAttribute('width'))}))"""
+
+
+def test_on_a_high_density_screen_every_picture_has_a_pixel_per_screen_pixel(open_page):
+    """At a device pixel ratio of 2, each figure and explorer picture of a lesson is shown at
+    its displayed size (its width attribute), with twice as many pixels: sharp, not larger."""
+    path = NOTEBOOKS[min(2, len(NOTEBOOKS) - 1)]
+    page = open_page(f"{path.stem}.html", device_scale_factor=2)
+    assert page.evaluate("devicePixelRatio") == 2
+    sizes = page.evaluate(PICTURE_SIZES)
+    assert sizes, f"{path.stem}.html shows no picture"
+    for size in sizes:
+        assert size["attribute"] and abs(size["shown"] - size["attribute"]) <= 1, size
+        assert size["natural"] in (2 * size["attribute"], 2 * size["attribute"] + 1), size
+    shot(page, "pictures-at-2x")
+
+
 def test_a_shrunk_explorer_opens_full_size_on_click(open_page):
     for path in reversed(NOTEBOOKS):  # the later lessons have the widest explorers
         page = open_page(f"{path.stem}.html", viewport=PHONE)
@@ -265,7 +287,8 @@ def test_a_shrunk_explorer_opens_full_size_on_click(open_page):
         raise AssertionError("no picture is shrunk on a phone, so none can be opened")
     picture = zoomable.first
     picture.scroll_into_view_if_needed()
-    natural = picture.evaluate("i => i.naturalWidth")
+    # Its full size: its width attribute (it has twice the pixels), else its pixels' width.
+    natural = picture.evaluate("i => Number(i.getAttribute('width')) || i.naturalWidth")
     picture.click()
     full = page.locator("dialog.course-zoom[open] img")
     full.wait_for(timeout=5_000)

@@ -17,8 +17,8 @@ import PIL.Image
 import pytest
 
 from benchmarks.redraw import cases
-from helpers.kit.env import FIGURE_DPI
-from helpers.kit.explorer import explore, figure_to_png
+from helpers.kit.env import PIXEL_RATIO
+from helpers.kit.explorer import DPI, displayed_width, explore, figure_to_png
 from tools.syllabus import notebook_paths
 
 REDRAW_BUDGET = 1.0  # seconds for the best of three redraws; python -m benchmarks.redraw times them
@@ -74,13 +74,25 @@ def _labelled_figure(left_of_it: float | None = None):
 )
 def test_explorer_pictures_are_cropped_as_a_tight_savefig_crops_them(left_of_it, channels):
     tight = io.BytesIO()
-    _labelled_figure(left_of_it).savefig(tight, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
+    _labelled_figure(left_of_it).savefig(tight, format="png", dpi=DPI, bbox_inches="tight")
     fig = _labelled_figure(left_of_it)
     ours = _png(figure_to_png(fig))
     assert not plt.fignum_exists(fig.number), "closed, so a notebook does not show it twice"
     want = _png(tight.getvalue()).shape[:2]
-    assert np.abs(np.subtract(ours.shape[:2], want)).max() <= 3, f"{ours.shape} vs {want}"
+    gap = np.abs(np.subtract(ours.shape[:2], want)).max()  # ink, not text boxes: a little less
+    assert gap <= 3 * PIXEL_RATIO, f"{ours.shape} vs {want}"
     assert ours.shape[2] == channels, "an opaque picture is written without its alpha channel"
+
+
+def test_explorer_pictures_have_twice_the_pixels_of_their_displayed_width():
+    fig, _ = _render(3)
+    dpi = fig.dpi  # setup() makes it FIGURE_DPI: the displayed size of a figure inch
+    box = explore(_render, n=widgets.IntSlider(value=3, min=1, max=10))
+    pixels_wide = _png(box.image.value).shape[1]
+    shown = int(box.image.width)  # the <img>'s width attribute
+    assert shown == displayed_width(box.image.value) == pixels_wide // PIXEL_RATIO
+    assert PIXEL_RATIO == 2, "IPython's retina figures, beside explorers, are at twice the size"
+    assert shown <= fig.get_figwidth() * dpi + 2, "no larger on the page than the figure is"
 
 
 def test_explorer_pictures_keep_their_transparency():

@@ -41,7 +41,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from helpers.kit.bench import busy
-from tools import course, machine_load
+from tools import course, machine_load, pictures
 from tools.exercise_cells import read
 from tools.syllabus import NotebookError
 
@@ -61,7 +61,8 @@ def has_live_timings(nb: nbformat.NotebookNode) -> bool:
 
 def run(nb: nbformat.NotebookNode, path: Path, timeout: int = 300) -> float:
     """Execute ``nb`` (read from ``path``) top to bottom in a fresh kernel, in memory; finish
-    its progress bars and store its explorers' pictures. Returns the wall time in seconds.
+    its progress bars, store its pictures in fewer bytes (:mod:`tools.pictures`) and its
+    explorers' pictures in their outputs. Returns the wall time in seconds.
 
     The metadata ends as JupyterLab would write it, so that opening the notebook there does not
     modify it: ``language_info`` is the kernel's (nbclient stores it), the kernelspec is
@@ -79,6 +80,7 @@ def run(nb: nbformat.NotebookNode, path: Path, timeout: int = 300) -> float:
     seconds = time.perf_counter() - start
     course.set_kernelspec(nb)
     finish_progress_bars(nb)
+    pictures.compact_pictures(nb)
     store_explorer_pictures(nb)
     return seconds
 
@@ -153,8 +155,10 @@ def store_explorer_pictures(nb: nbformat.NotebookNode) -> int:
     """Give every explorer's output its saved picture as ``image/png``; return how many.
 
     An explorer is a box whose children include an ``Image``; its picture is that image's
-    ``value`` in the saved widget state. nbval does not compare ``image/png``, so a fresh run
-    (which shows only the widget) still matches.
+    ``value`` in the saved widget state. The image's ``width`` (its displayed size: the picture
+    has more pixels, to be sharp) goes into the output's metadata, as IPython's "retina" figures
+    give theirs, so the picture is not shown larger than the explorer shows it. nbval does not
+    compare ``image/png`` or metadata, so a fresh run (which shows only the widget) still matches.
     """
     states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     count = 0
@@ -164,21 +168,40 @@ def store_explorer_pictures(nb: nbformat.NotebookNode) -> int:
             picture = explorer_picture(states, view["model_id"]) if view else None
             if picture is not None:
                 output["data"]["image/png"] = base64.b64encode(picture).decode("ascii")
+                size = displayed_size(picture, explorer_image(states, view["model_id"]))
+                if size is not None:
+                    output.setdefault("metadata", {})["image/png"] = size
                 count += 1
     return count
 
 
-def explorer_picture(states: dict, model_id: str) -> bytes | None:
-    """The PNG bytes an explorer's ``Image`` child holds in the saved state, or None."""
+def explorer_image(states: dict, model_id: str) -> dict | None:
+    """The saved state of an explorer's ``Image`` child, or None."""
     children = states.get(model_id, {}).get("state", {}).get("children", [])
     for child in children:
         model = states.get(child.removeprefix("IPY_MODEL_"), {})
-        if model.get("model_name") != "ImageModel":
-            continue
-        for buffer in model.get("buffers", []):
-            if buffer.get("path") == ["value"] and buffer.get("data"):
-                return base64.b64decode(buffer["data"])
+        if model.get("model_name") == "ImageModel":
+            return model
     return None
+
+
+def explorer_picture(states: dict, model_id: str) -> bytes | None:
+    """The PNG bytes an explorer's ``Image`` child holds in the saved state, or None."""
+    model = explorer_image(states, model_id) or {}
+    for buffer in model.get("buffers", []):
+        if buffer.get("path") == ["value"] and buffer.get("data"):
+            return base64.b64decode(buffer["data"])
+    return None
+
+
+def displayed_size(picture: bytes, image: dict | None) -> dict[str, int] | None:
+    """``{"width", "height"}`` the picture is shown at, from its ``Image``'s saved ``width``
+    (its height in proportion, read from the PNG header), or None if no width was set."""
+    width = str((image or {}).get("state", {}).get("width", "")).removesuffix("px")
+    if not width.isdigit():
+        return None
+    pixels_wide, pixels_high = (int.from_bytes(picture[at : at + 4], "big") for at in (16, 20))
+    return {"width": int(width), "height": pixels_high * int(width) // pixels_wide}
 
 
 def finish_progress_bars(nb: nbformat.NotebookNode) -> int:

@@ -135,7 +135,9 @@ def widget_html(states: dict, model_id: str, alt: str = "the explorer as saved")
         if not data:
             return ""
         encoded = base64.b64encode(data).decode("ascii")
-        return f"<img class='course-widget-image' alt='{html.escape(alt, quote=True)}' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
+        width = str(state.get("width", "")).removesuffix("px")  # its displayed size, if set
+        size = f" width='{width}'" if width.isdigit() else ""
+        return f"<img class='course-widget-image'{size} alt='{html.escape(alt, quote=True)}' src='data:image/{state.get('format', 'png')};base64,{encoded}'>"
     if kind == "HTMLModel":
         return f"<div>{state.get('value', '')}</div>"
     if kind == "LabelModel":
@@ -299,6 +301,7 @@ def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
         shutil.copy2(path, out / "_sources" / path.name)
     prune_mathjax(out / "_static" / "mathjax")
     site_marks.wrap_site(out)
+    site_alt.size_site(out)
     return out / "index.html"
 
 

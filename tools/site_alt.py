@@ -1,4 +1,4 @@
-"""Alt text for the course site's pictures, read from the notebooks themselves.
+"""Alt text for the course site's pictures, read from the notebooks themselves; their size.
 
 A figure's alt text says what the cell that draws it names: the kind of picture (a heatmap of
 attention weights, a grid of heads) and the plot's own title and axis labels, read from the
@@ -6,11 +6,18 @@ cell's source; a cell that names none is described by the section it sits in. An
 says which explorer it is (its section) and the values its controls were saved with, so no two
 read the same. ``tools.site`` puts a figure's text in the cell's ``mystnb.image.alt`` metadata
 (MyST-NB's own option) and an explorer's on its picture.
+
+A figure has twice the pixels of its displayed size, which its output's metadata gives
+(``helpers.kit.env.PIXEL_RATIO``); MyST-NB passes the size on, and docutils writes it as a
+``style``. :func:`size_attributes` makes it the ``<img>``'s ``width`` and ``height`` instead:
+the stylesheet's ``max-width: 100%; height: auto`` can then shrink a figure on a phone in
+proportion (an inline height would keep it tall), and the browser keeps its room before it loads.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import nbformat
 
@@ -26,6 +33,7 @@ KINDS = {  # a plotting helper of helpers.kit.plots -> what its picture is
     "scatter(": "Scatter plot",
 }
 HEADING = re.compile(r"^#{1,4}\s+(.+)$", re.MULTILINE)
+SIZE_STYLE = re.compile(r'(<img\b[^>]*?) style="width: (\d+)px; height: (\d+)px;"')
 
 
 def plain(text: str) -> str:
@@ -79,3 +87,20 @@ def add_figure_alts(nb: nbformat.NotebookNode) -> int:
         cell.metadata.setdefault("mystnb", {}).setdefault("image", {})["alt"] = alt
         given += 1
     return given
+
+
+def size_attributes(page: str) -> str:
+    """``page`` (HTML) with each picture's size in pixels as attributes, not as a ``style``."""
+    return SIZE_STYLE.sub(r'\1 width="\2" height="\3"', page)
+
+
+def size_site(folder: Path) -> int:
+    """:func:`size_attributes` on every page under ``folder``; return how many it changed."""
+    changed = 0
+    for path in sorted(folder.glob("*.html")):
+        page = path.read_text(encoding="utf-8")
+        sized = size_attributes(page)
+        if sized != page:
+            path.write_text(sized, encoding="utf-8")
+            changed += 1
+    return changed

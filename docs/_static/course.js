@@ -1,5 +1,5 @@
 /* The course site: the little the theme does not do (tools/site.py, docs/conf.py).
- * - A picture shown smaller than it is opens at full size on click (or Enter), in a dialog.
+ * - A picture shown smaller than its size opens at full size on click (or Enter), in a dialog.
  * - A box that scrolls sideways can be reached with the keyboard (tabindex), as axe asks.
  * - The search button says what it is to a screen reader.
  */
@@ -17,7 +17,7 @@
     const full = document.createElement("img");
     full.src = img.currentSrc || img.src;
     full.alt = img.alt;
-    full.width = img.naturalWidth;
+    full.width = shownWidth(img);
     dialog.append(close, full);
     document.body.append(dialog);
     const done = () => dialog.close();
@@ -31,8 +31,14 @@
     close.focus();
   }
 
+  // The width a picture is meant to be shown at: its width attribute (a figure has twice as
+  // many pixels, to be sharp on a high-density screen), else its own width in pixels.
+  function shownWidth(img) {
+    return Number(img.getAttribute("width")) || img.naturalWidth;
+  }
+
   function markZoomable(img) {
-    const shrunk = img.naturalWidth > Math.ceil(img.getBoundingClientRect().width) + 1;
+    const shrunk = shownWidth(img) > Math.ceil(img.getBoundingClientRect().width) + 1;
     img.classList.toggle("course-zoomable", shrunk);
     if (shrunk && !img.hasAttribute("tabindex")) {
       img.tabIndex = 0;

@@ -14,7 +14,10 @@ import numpy as np
 
 from helpers.kit.checks import require_seed
 
-FIGURE_DPI = 72  # small, sharp enough figures keep the committed notebooks light
+FIGURE_DPI = 72  # the displayed size: 72 pixels to the inch keeps figures small on the page
+# Figures are drawn with this many pixels per displayed pixel, and saved with their displayed
+# size, so they are sharp on high-density screens (phones, laptops) and no larger on the page.
+PIXEL_RATIO = 2
 
 
 def in_colab() -> bool:
@@ -92,9 +95,35 @@ def setup(seed: int = 0) -> np.random.Generator:
     sns.set_theme(style="white", context="notebook")
     mpl.rcParams["figure.dpi"] = FIGURE_DPI
     mpl.rcParams["savefig.dpi"] = FIGURE_DPI
+    sharp_inline_figures()
     rng = seed_everything(seed)
     gc.freeze()  # the imports' objects leave the garbage collector's view: steadier redraws
     return rng
+
+
+def sharp_inline_figures() -> bool:
+    """In Jupyter (JupyterLab, Colab, nbval's kernel), show figures as "retina" PNGs.
+
+    Each figure is drawn at ``PIXEL_RATIO`` times ``figure.dpi`` and saved with its displayed
+    width and height in the output's metadata, which JupyterLab, Colab and the course site read,
+    so the figure is as large on the page as before but sharp on a high-density screen. It is
+    set on the inline backend's configuration (what ``%config InlineBackend.figure_formats``
+    sets), which the backend reads again whenever it is switched on. Outside IPython it does
+    nothing and returns False. Called by :func:`setup`.
+    """
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return False
+    from matplotlib_inline.config import InlineBackend
+
+    backend = InlineBackend.instance()
+    backend.figure_formats = {"retina"}  # with a shell, this registers the PNG formatter too
+    if backend.shell is None:  # the inline backend is not on yet: register it for this shell
+        from IPython.core.pylabtools import select_figure_formats
+
+        select_figure_formats(shell, backend.figure_formats, **backend.print_figure_kwargs)
+    return True
 
 
 def version_report() -> dict[str, str]:

@@ -2,7 +2,9 @@
 
 ``render(**values)`` returns a matplotlib ``Figure``, or ``(Figure, text)``. The explorer shows
 the figure as a PNG in an ``ipywidgets.Image`` and the text in a ``<pre>`` block, and redraws
-whenever a control changes. Only widgets that exist in ipywidgets 7.7 and 8 are used, and the
+whenever a control changes. The PNG has ``PIXEL_RATIO`` pixels per displayed pixel and the
+image's ``width`` says its displayed size, as the notebooks' other figures do (sharp on a
+high-density screen, no larger on the page). Only widgets that exist in ipywidgets 7.7 and 8 are used, and the
 image lives in the widget state, so an explorer also shows in a static HTML export.
 """
 
@@ -23,7 +25,7 @@ import PIL.Image
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
-from helpers.kit.env import FIGURE_DPI
+from helpers.kit.env import FIGURE_DPI, PIXEL_RATIO
 
 RenderResult = Figure | tuple[Figure, str]
 
@@ -34,6 +36,7 @@ PNG_LEVEL = 3  # zlib level: a third faster than the default 6, files within a t
 # matplotlib puts it anyway unless tick labels sit on top of the axes; placed automatically, it
 # has every tick label measured once more at each draw (about a tenth of a redraw).
 RENDER_RC = {"axes.titley": 1.0}
+DPI = FIGURE_DPI * PIXEL_RATIO  # the pixels drawn per inch of figure
 
 
 # --- the checks of a control's value, made by each render function before it draws ----------
@@ -41,7 +44,7 @@ RENDER_RC = {"axes.titley": 1.0}
 
 def _tight_png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
     return buffer.getvalue()
 
 
@@ -54,28 +57,29 @@ def figure_to_png(fig: Figure) -> bytes:
     extent), and that was a third of a redraw. A figure drawn up to :data:`EDGE` from the spare
     room's edge falls back to the "tight" savefig (text placed wholly beyond the spare room is
     not seen, and not drawn). Opaque pictures are written as RGB. Every explorer's picture goes
-    through it, from notebook 00, section 5 (A widget) on.
+    through it, from notebook 00, section 5 (A widget) on. It is drawn at :data:`DPI`, ``PIXEL_RATIO``
+    times the displayed size (:func:`displayed_width`).
     """
     plt.close(fig)
     width, height = fig.get_size_inches()
     room = Bbox.from_extents(-ROOM, -ROOM, width + ROOM, height + ROOM)
-    columns, rows = int(room.width * FIGURE_DPI), int(room.height * FIGURE_DPI)
+    columns, rows = int(room.width * DPI), int(room.height * DPI)
     raw = io.BytesIO()
-    fig.savefig(raw, format="rgba", dpi=FIGURE_DPI, bbox_inches=room)
+    fig.savefig(raw, format="rgba", dpi=DPI, bbox_inches=room)
     if len(raw.getbuffer()) != rows * columns * 4:  # a size rounded otherwise: play safe
         return _tight_png(fig)
     rgba = np.frombuffer(raw.getbuffer(), dtype=np.uint8).reshape(rows, columns, 4)
     pixels = rgba.view(np.uint32)[..., 0]
     ink = pixels != pixels[0, 0]  # the corner lies in the spare room: background
     drawn_rows, drawn_columns = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
-    edge = round(EDGE * FIGURE_DPI)  # Agg may leave out a whole letter that crosses the edge
+    edge = round(EDGE * DPI)  # Agg may leave out a whole letter that crosses the edge
     if (
         not drawn_rows.size
         or min(drawn_rows[0], drawn_columns[0]) < edge
         or (drawn_rows[-1] >= rows - edge or drawn_columns[-1] >= columns - edge)
     ):  # nothing drawn, or something may reach past the spare room
         return _tight_png(fig)
-    pad = round(mpl.rcParams["savefig.pad_inches"] * FIGURE_DPI)
+    pad = round(mpl.rcParams["savefig.pad_inches"] * DPI)
     top, bottom = max(drawn_rows[0] - pad, 0), min(drawn_rows[-1] + 1 + pad, rows)
     left, right = max(drawn_columns[0] - pad, 0), min(drawn_columns[-1] + 1 + pad, columns)
     picture = rgba[top:bottom, left:right]
@@ -83,9 +87,16 @@ def figure_to_png(fig: Figure) -> bytes:
         picture = picture[..., :3]
     buffer = io.BytesIO()
     PIL.Image.fromarray(np.ascontiguousarray(picture)).save(
-        buffer, format="png", dpi=(FIGURE_DPI, FIGURE_DPI), compress_level=PNG_LEVEL
+        buffer, format="png", dpi=(DPI, DPI), compress_level=PNG_LEVEL
     )
     return buffer.getvalue()
+
+
+def displayed_width(png: bytes) -> int:
+    """The width, in displayed (CSS) pixels, of a picture drawn by :func:`figure_to_png`: its
+    width in pixels, read from the PNG header, over ``PIXEL_RATIO`` (rounded down, as IPython's
+    "retina" figures round it)."""
+    return int.from_bytes(png[16:20], "big") // PIXEL_RATIO
 
 
 @contextmanager
@@ -158,6 +169,7 @@ class Explorer(widgets.VBox):
             self.image.layout.display = "none"  # ...and no broken-image icon either
             self.caption.value = caption_html(text)
             return
+        self.image.width = str(displayed_width(picture))  # the <img>'s width attribute
         self.image.value = picture
         self.image.layout.display = None
         self.caption.value = caption_html(text)
