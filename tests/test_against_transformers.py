@@ -102,7 +102,7 @@ def hf_delta(q, k, v, g, beta, state, chunk_size):
     return bthd(out), final
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("chunk_size", [None, 1, 4, 16, 64])  # T = 37: never a multiple
 @pytest.mark.parametrize("with_state", [False, True])
 def test_gated_delta_rule_is_qwen3_next(dtype, chunk_size, with_state):
@@ -164,7 +164,7 @@ class SinkModule(nn.Module):
         self.sinks, self.num_key_value_groups = nn.Parameter(sinks), groups
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("T_q, T_k", [(9, 9), (3, 11)])
 @pytest.mark.parametrize("window", [None, 1, 4])
 @pytest.mark.parametrize("groups", [1, 2])  # 2: two query heads per key head (GQA)
@@ -223,7 +223,7 @@ def hf_rope_table(config, T, dtype):
     return emb.cos(), emb.sin()
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("absorb", [False, True])
 def test_mla_is_deepseek_v3_attention(dtype, absorb):
     ours, theirs, config = deepseek_pair(dtype)
