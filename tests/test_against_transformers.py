@@ -103,7 +103,7 @@ def hf_delta(q, k, v, g, beta, state, chunk_size):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
-@pytest.mark.parametrize("chunk_size", [None, 1, 4, 16, 64])  # T = 37: never a multiple
+@pytest.mark.parametrize("chunk_size", [None, 1, 4, 16, 64])  # T = 37: 64 pads one chunk
 @pytest.mark.parametrize("with_state", [False, True])
 def test_gated_delta_rule_is_qwen3_next(dtype, chunk_size, with_state):
     q, k, v, g, beta, state = delta_inputs(dtype)
@@ -129,6 +129,19 @@ def test_chunked_default_is_64_and_value_heads_share_key_heads():
     got, got_state = gated_delta_rule(q, k, v, g, beta, state, chunk_size=64)
     torch.testing.assert_close(got, bthd(want), rtol=0, atol=1e-10)
     torch.testing.assert_close(got_state, want_state, rtol=0, atol=1e-10)
+
+
+def test_normalising_in_the_kernel_is_l2norm_first():
+    """Qwen3-Next's layer passes ``use_qk_l2norm_in_kernel=True``: the same as normalising q and k
+    with its ``l2norm`` and giving them to ours."""
+    q, k, v, g, beta, state = delta_inputs(torch.float64)
+    q, k = 3 * q, 0.5 * k  # no longer unit length
+    fn = in_float64(hf_qwen.torch_chunk_gated_delta_rule)
+    args = [bthd(x) for x in (q, k, v, g, beta)]
+    want, _ = fn(*args, chunk_size=8, initial_state=state, use_qk_l2norm_in_kernel=True)
+    q, k = in_float64(hf_qwen.l2norm)(q), in_float64(hf_qwen.l2norm)(k)
+    got, _ = gated_delta_rule(q, k, v, g, beta, state, chunk_size=8)
+    torch.testing.assert_close(got, bthd(want), rtol=0, atol=1e-10)
 
 
 def test_float64_needs_the_swap():
@@ -225,12 +238,21 @@ def hf_rope_table(config, T, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 @pytest.mark.parametrize("absorb", [False, True])
-def test_mla_is_deepseek_v3_attention(dtype, absorb):
+@pytest.mark.parametrize("cached", [False, True])  # True: 6 tokens, then 3 one at a time
+def test_mla_is_deepseek_v3_attention(dtype, absorb, cached):
     ours, theirs, config = deepseek_pair(dtype)
     x = rand(2, 9, MLA_SIZES["d_model"], gen=torch.Generator().manual_seed(1), dtype=dtype)
     with torch.no_grad():
         want, _ = theirs(x, hf_rope_table(config, 9, dtype), attention_mask=None)
-        got, cache = ours(x, absorb=absorb)
+        if cached:
+            first, cache = ours(x[:, :6], absorb=absorb)
+            steps = [first]
+            for t in range(6, 9):
+                step, cache = ours(x[:, t : t + 1], cache, absorb=absorb)
+                steps.append(step)
+            got = torch.cat(steps, dim=1)
+        else:
+            got, cache = ours(x, absorb=absorb)
     assert got.shape == want.shape == (2, 9, MLA_SIZES["d_model"]) and cache.length == 9
     torch.testing.assert_close(got, want, rtol=0, atol=TOL[dtype])
 
