@@ -15,12 +15,14 @@ transformers computes some steps in float32 whatever the input (the delta rule, 
 rotary table). For the float64 proofs to 1e-10, :func:`in_float64` runs the library's own
 function object with ``torch.float32`` read as ``torch.float64`` and nothing else changed; the
 float32 proofs run the library untouched. The pinned version is in requirements-test.txt (``make
-test`` installs it; transformers 5 needs Python 3.11, so on 3.10 this file is skipped).
+test`` installs it, and without it every test here fails; transformers 5 needs Python 3.11,
+so on 3.10 this file is skipped).
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 
 import pytest
@@ -28,17 +30,33 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-pytest.importorskip("transformers", reason="requirements-test.txt (make test) installs it")
-from transformers import DeepseekV3Config  # noqa: E402
-from transformers import masking_utils as hf_masks  # noqa: E402
-from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_dsv3  # noqa: E402
-from transformers.models.gpt_oss import modeling_gpt_oss as hf_oss  # noqa: E402
-from transformers.models.qwen3_next import modeling_qwen3_next as hf_qwen  # noqa: E402
+from helpers.linear_attention import gated_delta_rule
+from helpers.mla import MultiHeadLatentAttention
+from helpers.rope import rope_angles
+from helpers.sparse import sink_attention
 
-from helpers.linear_attention import gated_delta_rule  # noqa: E402
-from helpers.mla import MultiHeadLatentAttention  # noqa: E402
-from helpers.rope import rope_angles  # noqa: E402
-from helpers.sparse import sink_attention  # noqa: E402
+if sys.version_info < (3, 11):
+    pytest.skip("transformers 5 needs Python 3.11 (requirements-test.txt)", allow_module_level=True)
+try:
+    from transformers import DeepseekV3Config
+    from transformers import masking_utils as hf_masks
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_dsv3
+    from transformers.models.gpt_oss import modeling_gpt_oss as hf_oss
+    from transformers.models.qwen3_next import modeling_qwen3_next as hf_qwen
+except ImportError as error:  # every test fails, saying so: a skip would hide these proofs
+    MISSING = error
+else:
+    MISSING = None
+
+
+@pytest.fixture(autouse=True)
+def transformers_installed():
+    if MISSING is not None:
+        pytest.fail(
+            f"{MISSING}: python -m pip install -c requirements.txt -r requirements-test.txt "
+            "(make test does)"
+        )
+
 
 TOL = {torch.float64: 1e-10, torch.float32: 2e-6}  # measured: 1e-15 and 4e-7
 
