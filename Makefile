@@ -16,6 +16,14 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# What only the tests need (requirements-test.txt: transformers, whose own code
+# tests/test_against_transformers.py runs against the course's), with requirements.txt as
+# constraints; `make lab` never installs it.
+TEST_STAMP := $(VENV)/.installed-test
+$(TEST_STAMP): requirements-test.txt $(STAMP)
+	$(PY) -m pip install --quiet -c requirements.txt -r requirements-test.txt
+	touch $(TEST_STAMP)
+
 lab: setup
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks $(ROOT_FLAG)
 
@@ -36,7 +44,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.
 OTHER_BLAS := $(if $(filter Sandybridge,$(OPENBLAS_CORETYPE)),Haswell,Sandybridge)
 BLAS_PASS := $(if $(filter x86_64 amd64 AMD64,$(shell uname -m)),yes,)
 
-test: lint
+test: lint $(TEST_STAMP)
 	$(PY) -m pytest $(PARALLEL) tests
 	$(PY) -m pytest $(PARALLEL) $(NBVAL)
 ifneq ($(BLAS_PASS),)

@@ -18,6 +18,7 @@ from helpers import convert, counts, flash, inference, masks, parallel, rope
 from helpers import numpy_attention as npa
 from helpers import torch_attention as ta
 from helpers.kit import checks, data, plots
+from helpers.kit.bench import ceiling, peaks, results
 from helpers.lessons.nb00 import explorers as first_look
 from helpers.lessons.nb02 import explorers as scaling
 from helpers.lessons.nb03 import explorers as masking
@@ -2015,5 +2016,22 @@ EXPECT = [
 
 @pytest.mark.parametrize(("call", "error", "fragments"), EXPECT)
 def test_the_kits_one_line_check_names_the_argument_and_the_shapes(call, error, fragments):
+    with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
+        call()
+
+
+# --- the benchmark kit's entry points (notebooks 07-09, 12) --------------------------------
+
+
+BENCH_KIT = [
+    case("peak_tflops_of_a_number_for_a_dtype", lambda: peaks.peak_tflops("NVIDIA H200", 3), TypeError, "dtype must be a str, got int 3"),
+    case("peak_tflops_of_a_number_for_a_device", lambda: peaks.peak_tflops(3, "bfloat16"), TypeError, "device_name must be a str, got int 3"),
+    case("load_gpu_runs_of_a_number", lambda: results.load_gpu_runs(3), TypeError, "root must be a folder's path (str or Path), got int 3"),
+    case("measured_matmul_tflops_of_a_number_for_a_dtype", lambda: ceiling.measured_matmul_tflops("cpu", 3), TypeError, "dtype must be a torch.dtype or one of ('float32', 'bfloat16', 'float16'), got int 3"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "error", "fragments"), BENCH_KIT)
+def test_bad_input_to_the_benchmark_kit_gets_a_clear_error(call, error, fragments):
     with pytest.raises(error, match=".*".join(re.escape(f) for f in fragments)):
         call()

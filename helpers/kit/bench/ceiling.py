@@ -48,6 +48,10 @@ def measured_matmul_tflops(
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
         dtype = DTYPES[dtype]
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"dtype must be a torch.dtype or one of {tuple(DTYPES)}, got {type(dtype).__name__} {dtype!r}"
+        )
     device = torch.device(device)
     gen = torch.Generator(device="cpu").manual_seed(0)
     a, b = (torch.randn(size, size, generator=gen).to(device, dtype) for _ in "ab")

@@ -107,6 +107,9 @@ def peak_tflops(device_name: str, dtype: str) -> float | None:
 
     A CPU, an unknown GPU or a dtype without a figure gives None, never a guess.
     """
+    for name, value in (("device_name", device_name), ("dtype", dtype)):
+        if not isinstance(value, str):  # "NVIDIA H200", "bfloat16"
+            raise TypeError(f"{name} must be a str, got {type(value).__name__} {value!r}")
     dtype = dtype.removeprefix("torch.")
     row = find_peak(device_name)
     return None if row is None else row.tflops.get(dtype)

@@ -15,6 +15,7 @@ A copy of the course without the folder (Colab installs only ``helpers``) has no
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,10 @@ def load_gpu_runs(root: str | Path) -> list[GpuRun]:
     a missing folder gives no runs. ``root/local`` holds runs on a learner's own machine, which
     are not committed, and is skipped.
     """
+    if not isinstance(root, (str, os.PathLike)):
+        raise TypeError(
+            f"root must be a folder's path (str or Path), got {type(root).__name__} {root!r}"
+        )
     root = Path(root)
     folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     runs = []
