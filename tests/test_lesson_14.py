@@ -18,6 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from notebook_tools import verdict
+from serving_tools import served_alone, small_model
 
 from helpers.kit import exercises
 from helpers.kit.env import single_thread
@@ -25,7 +26,6 @@ from helpers.kit.explorer import explore
 from helpers.lessons.nb14 import explorers as pictures
 from helpers.lessons.nb14.workload import chat_requests
 from helpers.serving import PrefixCache, Request, block_hashes, serve
-from helpers.serving import model as lm
 from helpers.serving.prefix import chain_hash
 
 SLOW = settings(max_examples=15, deadline=None, derandomize=True)
@@ -36,12 +36,6 @@ FAST = settings(max_examples=40, deadline=None, derandomize=True)
 def _one_thread():
     with single_thread():
         yield
-
-
-def small_model(seed: int = 0, dtype=torch.float64) -> lm.TinyLM:
-    """An untrained two-layer model with GQA, quick to run."""
-    torch.manual_seed(seed)
-    return lm.TinyLM(lm.VOCAB, 16, 4, 2, 2).to(dtype).eval().requires_grad_(False)
 
 
 # --- block hashes -------------------------------------------------------------------------------
@@ -150,12 +144,6 @@ def shared_prefix_mixes(draw):
     return requests, num_blocks, size, draw(st.integers(1, 4)), budget
 
 
-def alone(model, r):
-    tokens = lm.generate(model, torch.tensor([r.prompt]), r.max_new_tokens)[0].tolist()
-    scores = model(torch.tensor([tokens[:-1]]))[0][0, len(r.prompt) - 1 :]
-    return tokens, scores
-
-
 @SLOW
 @given(shared_prefix_mixes(), st.booleans())
 def test_serving_with_caching_and_any_budget_equals_serving_each_request_alone(mix, caching):
@@ -164,7 +152,7 @@ def test_serving_with_caching_and_any_budget_equals_serving_each_request_alone(m
     result = serve(model, requests, num_blocks, size, max_batch, prefix_caching=caching,
                    max_batched_tokens=budget)  # fmt: skip
     for r in result.requests:
-        tokens, scores = alone(model, r)
+        tokens, scores = served_alone(model, r)
         assert r.tokens == tokens, f"request {r.rid} differs from serving it alone"
         torch.testing.assert_close(result.logits[r.rid], scores, rtol=0, atol=1e-10)
         assert r.cached_tokens % size == 0 and r.cached_tokens <= len(r.prompt) - 1
@@ -209,7 +197,7 @@ def test_a_finished_requests_blocks_are_reused_by_hash_and_never_leak_into_anoth
     assert by_rid[3].cached_tokens == 12  # found a's three blocks after a finished
     assert by_rid[1].cached_tokens == 0
     for r in result.requests:
-        assert r.tokens == alone(model, r)[0]
+        assert r.tokens == served_alone(model, r)[0]
     found = [h for h in result.history if 3 in h.prefills][0]
     held = [b for b, owners in enumerate(found.owners) if 3 in owners]
     assert set(found.cached) >= set(held[:3])
@@ -223,7 +211,7 @@ def test_a_budget_runs_decodes_first_and_chunks_a_long_prompt():
     # 4 prompt tokens beside request 0's decode, until it finishes; then the last 4 alone
     assert [h.tokens for h in chunked] == [5, 5, 5, 5, 4]
     assert [h.decodes for h in chunked] == [[0], [0], [0], [0], []]
-    assert result.outputs() == {r.rid: alone(model, r)[0][len(r.prompt) :] for r in requests}
+    assert result.outputs() == {r.rid: served_alone(model, r)[0][len(r.prompt) :] for r in requests}
 
 
 # --- bad input ----------------------------------------------------------------------------------
