@@ -16,7 +16,7 @@ def small_model(seed: int = 0, dtype=torch.float64) -> lm.TinyLM:
     return lm.TinyLM(lm.VOCAB, 16, 4, 2, 2).to(dtype).eval().requires_grad_(False)
 
 
-def served_alone(model: lm.TinyLM, r: Request) -> tuple[list[int], torch.Tensor]:
+def alone(model: lm.TinyLM, r: Request) -> tuple[list[int], torch.Tensor]:
     """Request ``r`` decoded alone: its prompt and new tokens, and the logits each new token
     was chosen from, ``(max_new_tokens, vocab)``."""
     tokens = lm.generate(model, torch.tensor([r.prompt]), r.max_new_tokens)[0].tolist()

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from notebook_tools import verdict
-from serving_tools import served_alone, small_model
+from serving_tools import alone, small_model
 
 from helpers.kit import exercises
 from helpers.kit.env import single_thread
@@ -295,8 +295,8 @@ def test_serving_a_mix_equals_serving_each_request_alone(mix):
     model = small_model()
     result = serve(model, requests, num_blocks, size, max_batch, policy)
     for r in result.requests:
-        alone, scores = served_alone(model, r)
-        assert r.tokens == alone, f"request {r.rid} differs from serving it alone"
+        tokens, scores = alone(model, r)
+        assert r.tokens == tokens, f"request {r.rid} differs from serving it alone"
         torch.testing.assert_close(result.logits[r.rid], scores, rtol=0, atol=1e-10)
     assert all(r.arrival <= r.first_token_step <= r.finish_step for r in result.requests)
     assert all(len(h.prefills) + len(h.decodes) <= max_batch for h in result.history)
