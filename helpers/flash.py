@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_rebuild, check_triton
 
 
 def online_softmax(x: np.ndarray, block: int = 4) -> np.ndarray:
@@ -126,7 +125,20 @@ def weights_from_lse(
 
     ``rows`` picks query rows; only those rows' scores are formed, ``(..., len(rows), T_k)``.
     """
-    index = check_rebuild(q, k, lse, rows, is_causal)
+    checks.check_attention(q, k, k, None, np.ndarray, "NumPy array")
+    checks.expect(np.ndarray, q=(q, "... T_q d: float"), lse=(lse, "... T_q: float"),
+                  is_causal=(is_causal, "bool"))  # fmt: skip
+    want = (*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2])
+    if lse.shape != want:
+        raise ValueError(f"lse must have shape {want} for q {q.shape}, k {k.shape}, got {lse.shape}")  # fmt: skip
+    checks.require_finite("lse", lse, allow_neg_inf=True)
+    try:
+        index = np.arange(q.shape[-2])[rows]
+    except (IndexError, TypeError, ValueError):
+        index = None
+    if getattr(index, "ndim", 0) != 1:
+        raise ValueError(f"rows must pick query rows of 0..{q.shape[-2] - 1} (a slice or a 1-D "
+                         f"array of indices), got {rows!r}")  # fmt: skip
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
         s = q[..., index, :] @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
     allowed = np.arange(k.shape[-2]) <= index[:, None] if is_causal else None
@@ -195,7 +207,23 @@ def flash_attention_triton(q: Any, k: Any, v: Any, is_causal: bool = False) -> A
     NaN, infinity and scores that overflow are not looked for: such a row comes out NaN, the
     policy :mod:`helpers.torch_attention` explains for every torch path.
     """
-    check_triton(q, k, v, is_causal)
+    import torch
+
+    checks.expect(q=(q, "B h T_q d: float"), k=(k, "B h T_k d: float"), v=(v, "B h T_k d: float"),
+                  is_causal=(is_causal, "bool"))  # fmt: skip
+    if not (q.is_cuda or q.dtype in (torch.float32, torch.float16)):
+        why = ("Triton's interpreter computes bfloat16 wrongly (NumPy has none); use a GPU for "
+               "bfloat16" if q.dtype == torch.bfloat16 else "the kernel does not take it")  # fmt: skip
+        raise TypeError(f"on a CPU the kernel runs in float32 or float16 only, got {q.dtype}, q "
+                        f"shape {tuple(q.shape)}: {why}; convert with .float() or .half()")  # fmt: skip
+    grads = [n for n, x in zip("qkv", (q, k, v), strict=True) if x.requires_grad]
+    if grads and torch.is_grad_enabled():
+        raise ValueError(f"{', '.join(grads)} require grad, but the Triton kernel has no backward "
+                         f"pass: its output would carry no gradient, q shape {tuple(q.shape)}; "
+                         "call it inside torch.no_grad() or pass .detach()")  # fmt: skip
+    if 0 in q.shape or 0 in k.shape or q.shape[-1] > 256:  # the kernel keeps a (32, d) tile
+        raise ValueError(f"q and k must hold tokens and 1 <= d <= 256, got q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}")  # fmt: skip
     kernel = _triton_kernel(interpret=not q.is_cuda)
     return kernel.forward(q, k, v, is_causal)
 

@@ -20,7 +20,6 @@ import torch
 from torch import Tensor, nn
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_gqa_input, explain_kv_cache
 from helpers.rope import apply_rope_unchecked
 from helpers.torch_attention import causal_mask_torch, fused_attention
 
@@ -43,7 +42,8 @@ class KVCache:
         fine = isinstance(k, Tensor) and isinstance(v, Tensor) and k.ndim == 4  # one decode step
         fine = fine and k.shape == v.shape and k.dtype == v.dtype and k.device == v.device
         if not (fine and type(self.start) is int and self.start >= 0):  # makes one: stay quick
-            explain_kv_cache(self)
+            layout = "B h_kv T d_k: float"
+            checks.expect(keys=(k, layout), values=(v, layout), start=(self.start, "int >= 0"))
 
     @property
     def length(self) -> int:
@@ -132,4 +132,17 @@ class GroupedQueryAttention(nn.Module):
         return self.out_proj(out), KVCache(keys, values, start)
 
     def _check(self, x: Tensor, cache: KVCache | None) -> None:
-        check_gqa_input(self, x, cache, KVCache)
+        """x ``(B, T_new, D)`` in the module's dtype; a cache that fits it in B, h_kv, d_k,
+        dtype and device (a :class:`KVCache` checked its values against its keys when made)."""
+        checks.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
+                                   self.q_proj.weight, names=("x",))  # fmt: skip
+        if cache is None:
+            return
+        checks.require_array("cache", cache, KVCache, "helpers.inference.KVCache")
+        want = (x.shape[0], self.num_kv_heads, cache.keys.shape[-2], self.d_k)
+        if tuple(cache.keys.shape) != want or cache.keys.dtype != x.dtype:
+            raise ValueError(f"cache keys {tuple(cache.keys.shape)} {cache.keys.dtype} do not fit x "
+                             f"{tuple(x.shape)} {x.dtype}: expected (B, h_kv, T, d_k) = {want} in {x.dtype}")  # fmt: skip
+        if cache.keys.device != x.device:
+            raise ValueError(f"cache is on {cache.keys.device} but x is on {x.device}, x shape "
+                             f"{tuple(x.shape)}; move the cache's keys and values with .to(...)")  # fmt: skip

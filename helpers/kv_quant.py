@@ -29,7 +29,6 @@ import torch
 from torch import Tensor
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_int8, check_quantize
 
 LEVELS = 127  # int8 codes -127..127: symmetric, so 0 is exact and -128 is never used
 SCALE_BYTES = 2  # one float16 scale per separately scaled slice of a token
@@ -43,7 +42,18 @@ class Int8Tensor:
     scale: Tensor
 
     def __post_init__(self) -> None:
-        check_int8(self.values, self.scale)
+        values, scale = self.values, self.scale
+        checks.require_array("values", values, Tensor, "torch.Tensor")
+        checks.expect(scale=(scale, "...: float"))
+        if values.dtype != torch.int8:
+            raise TypeError(f"values must be int8 codes, got dtype {values.dtype}, "
+                            f"shape {tuple(values.shape)}")  # fmt: skip
+        sizes = zip(scale.shape, values.shape, strict=False)  # read only where the ndims agree
+        if scale.ndim != values.ndim or any(s not in (1, v) for s, v in sizes):
+            raise ValueError(f"scale {tuple(scale.shape)} does not fit values {tuple(values.shape)}: "
+                             "one scale per slice, the same number of axes, each of size 1 or the "
+                             "values' size")  # fmt: skip
+        checks.require_same_device(values=values, scale=scale)
 
     def dequantize(self) -> Tensor:
         """``values * scale``, taken exactly and rounded once to the scale's dtype: the numbers
@@ -65,7 +75,14 @@ def quantize_int8(x: Tensor, dim: int) -> Int8Tensor:
     ``x`` must be finite: a NaN or an infinity has no int8 code, and its slice's scale would be
     NaN or infinity. The scale keeps ``x``'s dtype.
     """
-    dim = check_quantize(x, dim)
+    checks.expect(x=(x, "...: float"), dim=(dim, "int"))
+    if not -x.ndim <= dim < x.ndim:
+        raise ValueError(f"dim must be an axis of x, shape {tuple(x.shape)}, got {dim!r}")
+    if x.numel() == 0 or x.is_meta:  # no numbers to round
+        raise ValueError(f"x is a meta tensor, shape {tuple(x.shape)}: it has a shape but no numbers "
+                         "to round; make it on a real device (cpu or cuda)" if x.is_meta else
+                         f"x must hold at least one number, got shape {tuple(x.shape)}")  # fmt: skip
+    dim = int(dim)
     biggest = x.abs().amax(dim=dim, keepdim=True)  # NaN and inf reach the maximum: no extra pass
     if not bool(torch.isfinite(biggest).all()):
         raise ValueError(

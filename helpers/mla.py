@@ -36,7 +36,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_mla_input
 from helpers.rope import apply_rope_unchecked
 from helpers.torch_attention import causal_mask_torch, non_finite_keys, rows_attending
 
@@ -231,4 +230,19 @@ class MultiHeadLatentAttention(nn.Module):
     # --- checks, once, where the learner calls ------------------------------------------------
 
     def _check(self, x: Tensor, cache: LatentCache | None, absorb: bool) -> None:
-        check_mla_input(self, x, cache, absorb, LatentCache)
+        """x ``(B, T_new, D)`` in the module's dtype and device; a cache that fits x and the sizes."""
+        checks.check_module_inputs(x, x, x, None, self.q_proj.in_features, self.num_heads,
+                                   self.q_proj.weight, names=("x",))  # fmt: skip
+        checks.require_bool("absorb", absorb)
+        if cache is None:
+            return
+        checks.require_array("cache", cache, LatentCache, "helpers.mla.LatentCache")
+        for name, part, layout in (("latent", cache.latent, "kv_latent_dim"),
+                                   ("rope_key", cache.rope_key, "rope_dim")):  # fmt: skip
+            checks.require_array(f"cache.{name}", part, Tensor, "torch.Tensor")
+            want = (x.shape[0], cache.latent.shape[-2], getattr(self, layout))
+            if (tuple(part.shape), part.dtype, part.device) != (want, x.dtype, x.device):
+                raise ValueError(f"cache.{name} {tuple(part.shape)} {part.dtype} on {part.device} does "
+                                 f"not fit x {tuple(x.shape)} {x.dtype} on {x.device} and this layer: "
+                                 f"expected (B, T, {layout}) = {want} in {x.dtype}; a cache from "
+                                 "another layer's sizes?")  # fmt: skip

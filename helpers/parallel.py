@@ -22,7 +22,6 @@ import torch.distributed as dist
 from torch import Tensor
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_merge_block
 from helpers.kit.processes import spawn
 from helpers.masks import head_mask
 from helpers.torch_attention import (
@@ -199,7 +198,15 @@ def merge_block(m, total, acc, q, k, v, allowed=None):
     q is already scaled; ``allowed`` is a boolean ``(T_q, T_k)`` mask or None. The checks
     read shapes only (a learner calls it in notebook 11; the ring calls it once a block).
     """
-    check_merge_block(m, total, acc, q, k, v, allowed)
+    scores = checks.check_attention(q, k, v, None, Tensor, "torch.Tensor")
+    if allowed is not None:
+        checks.require_bool_mask("allowed", allowed)
+        checks.require_broadcastable("allowed", tuple(allowed.shape), scores)
+    for name, x, shape in (("m", m, q.shape[:-1]), ("total", total, q.shape[:-1]),
+                           ("acc", acc, (*q.shape[:-1], v.shape[-1]))):  # fmt: skip
+        if tuple(checks.shape_of(x)) != tuple(shape):
+            raise ValueError(f"{name} must have shape {tuple(shape)} to fit q {tuple(q.shape)} "
+                             f"and v {tuple(v.shape)}, got {checks.shape_of(x)}")  # fmt: skip
     s = q @ k.transpose(-2, -1)  # (B, h, T_q, T_k)
     if allowed is not None:
         s = s.masked_fill(~allowed, float("-inf"))

@@ -24,7 +24,6 @@ import torch
 from torch import Tensor
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_base, check_positions
 
 
 def apply_rope(
@@ -34,23 +33,25 @@ def apply_rope(
 
     d must be even. ``interleaved=False`` pairs (i, i + d/2), ``True`` pairs (2i, 2i + 1).
     """
-    checks.require_array("x", x, Tensor, "torch.Tensor")
-    checks.require_floating("x", x)
-    if x.ndim < 2 or x.shape[-1] % 2:
+    checks.expect(x=(x, "... T d: float"), positions=(positions, "T: int"),
+                  interleaved=(interleaved, "bool"))  # fmt: skip
+    if x.shape[-1] % 2:
         raise ValueError(f"x must have shape (..., T, d) with d even, got shape {tuple(x.shape)}")
-    check_positions(positions, x.shape[-2], f", one per token of x {tuple(x.shape)}")
-    checks.require_same_device(x=x, positions=positions)
-    checks.require_bool("interleaved", interleaved)
     return apply_rope_unchecked(x, positions, check_base(base), interleaved)
 
 
 def rope_angles(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
     """The angle of every pair at every position, ``(T, d/2)``: ``position * base**(-2i/d)``."""
-    check_positions(positions)
-    d = checks.require_positive_int("d", d)
+    checks.expect(positions=(positions, "T: int"), d=(d, "int > 0"))
     if d % 2:
         raise ValueError(f"d must be even: the features turn in pairs, got d={d}")
     return _angles(positions, d, check_base(base))
+
+
+def check_base(base: float) -> float:
+    if checks.require_real("base", base) <= 1:
+        raise ValueError(f"base must be a number greater than 1, got {base!r}")
+    return float(base)
 
 
 def _angles(positions: Tensor, d: int, base: float) -> Tensor:

@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_from_torch
 
 
 def scaled_dot_product_attention(
@@ -255,7 +254,14 @@ class FusedMultiHeadAttention(nn.Module):
         key/value widths, or extra keys (``add_bias_kv``, ``add_zero_attn``), computes something
         else and is refused. Dtype and device follow ``module``.
         """
-        check_from_torch(module)
+        checks.require_array("module", module, nn.MultiheadAttention, "torch.nn.MultiheadAttention")
+        if module.in_proj_weight is None:
+            raise ValueError("module uses separate q/k/v projections (kdim or vdim differ from "
+                             f"embed_dim); embed_dim={module.embed_dim}, kdim={module.kdim}, vdim={module.vdim}")  # fmt: skip
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError(f"module adds extra keys (add_bias_kv={module.bias_k is not None}, "
+                             f"add_zero_attn={module.add_zero_attn}), which FusedMultiHeadAttention does "
+                             "not have; build the nn.MultiheadAttention without them")  # fmt: skip
         bias = module.in_proj_bias is not None
         new = cls(module.embed_dim, module.num_heads, bias=bias)
         new = new.to(dtype=module.in_proj_weight.dtype, device=module.in_proj_weight.device)

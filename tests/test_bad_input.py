@@ -1077,7 +1077,8 @@ LESSON_08 = [
             f"a_cache_whose_values_do_not_match_its_keys_is_refused-{name}",
             lambda values=values: gqa()(X1, inference.KVCache(K4, values)),
             ValueError,
-            "keys and values must have one shape (B, h_kv, T, d_k): keys (2, 2, 3, 4)",
+            "keys and values must share",
+            "keys (2, 2, 3, 4)",
             shape,
         )
         for name, values, shape in [
@@ -1138,7 +1139,7 @@ LESSON_08 = [
             f"apply_rope_refuses_positions_that_are_not_integers-{name}",
             lambda positions=positions: rope.apply_rope(ROPE_X, positions),
             TypeError,
-            "positions must hold integers (T,) = (3,)",
+            "positions must hold integers (T,)",
             f"got dtype {dtype}, shape (3,)",
         )
         for name, positions, dtype in [
@@ -1192,7 +1193,7 @@ LESSON_08 = [
                 "positions_of_two_dimensions",
                 lambda: rope.rope_angles(torch.zeros(1, 2, dtype=torch.long), 4),
                 ValueError,
-                "positions must be integers of shape (T,); got torch.int64 of shape (1, 2)",
+                "positions must have shape (T,), got shape (1, 2)",
             ),
         ]
     ),  # fmt: skip
@@ -1635,12 +1636,13 @@ def test_bad_input_to_the_later_lessons_gets_a_clear_error(call, error, fragment
 
 
 def validation_calls(call) -> int:
-    """How many function calls (frames) land in helpers/kit/checks.py while ``call`` runs."""
+    """How many function calls (frames) land in the kit's checks (helpers/kit/checks/) while
+    ``call`` runs."""
     count = 0
 
     def profile(frame, event, arg):
         nonlocal count
-        if event == "call" and frame.f_code.co_filename.endswith("helpers/kit/checks.py"):
+        if event == "call" and "/helpers/kit/checks/" in frame.f_code.co_filename:
             count += 1
 
     sys.setprofile(profile)
@@ -1671,7 +1673,7 @@ TX, TMASK = torch.from_numpy(X), torch.from_numpy(MASK)
     ids=["numpy", "torch", "fused"],
 )
 def test_a_masked_forward_checks_its_arguments_once_at_the_top(forward):
-    assert validation_calls(forward) <= 12  # 9 today; before the house issue, 75-82
+    assert 0 < validation_calls(forward) <= 12  # 9 today; before the house issue, 75-82
 
 
 # --- notebook 12's serving helpers (the serving-hardening probes): raw errors, quiet answers ----

@@ -187,21 +187,20 @@ def test_helpers_bench_is_small():
 
 # The reference implementations, which a learner reads. COURSE_DESIGN §4 plans about 3,000
 # lines and the house's goal is at most 3,500 with argument checking at most 8 % of them; the
-# limits hold what the library is now and come down as its checks shrink (into one line of
-# ``helpers.kit.checks.expect`` each, or into the kit's ``entry_checks``). Notebook 14's prefix
-# cache and chunked prefill (helpers/serving/prefix.py, the scheduler's budget) added about 210,
+# limits hold what the library is now and come down as its checks shrink. Every check is
+# counted where it runs: the library's entries state theirs in ``helpers.kit.checks.expect``
+# lines and the few value checks beside them (the kit no longer holds library-specific checks
+# that find the library's classes by name; with those 481 lines counted, the library was 4,199
+# lines, 688 of them checking, 16.4 %). Notebook 14's prefix cache and chunked prefill added about 210,
 # notebook 15's helpers.sparse 139, notebook 16's helpers.linear_attention 190.
-LIBRARY_MAX_LINES = 3720
-# 8 % held until notebook 16: the gated delta rule's value checks (g <= 0, beta in [0, 1]) make
-# it 8.1 %; the limit stays just above, to come down with the kit's entry checks.
-CHECKING_MAX_SHARE = 0.082
+LIBRARY_MAX_LINES = 3940
+CHECKING_MAX_SHARE = 0.123
 MODULE_MAX_LINES = 300
 # What the library may use of the kit: the argument checks, and the launcher of notebook 11's
 # processes (launching is not attention, so it lives in the kit).
 LIBRARY_USES_OF_KIT = {
     "helpers.kit",
     "helpers.kit.checks",
-    "helpers.kit.entry_checks",
     "helpers.kit.mask_checks",
     "helpers.kit.processes",
 }
@@ -259,13 +258,27 @@ def library_files() -> list[Path]:
     return [p for p in sorted(HELPERS.rglob("*.py")) if layer(module_name(p)) == "library"]
 
 
-def test_no_module_of_the_library_is_over_300_lines():
-    long = {
-        str(p.relative_to(ROOT)): n
-        for p in library_files()
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MODULE_MAX_LINES
+def modules_over(limit: int, files: list[Path], root: Path = ROOT) -> dict[str, int]:
+    """The files of more than ``limit`` lines, with their lengths."""
+    return {
+        str(p.relative_to(root)): n
+        for p in files
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > limit
     }
-    assert long == {}, f"split these library modules, each at most {MODULE_MAX_LINES} lines"
+
+
+def test_no_module_of_the_helpers_is_over_300_lines():
+    """The library, the kit and the lessons alike: a module a learner may open is one or two
+    screens. (``benchmarks/redraw.py`` and the site's ``tools/site*.py`` are longer: tooling.)"""
+    long = modules_over(MODULE_MAX_LINES, sorted(HELPERS.rglob("*.py")))
+    assert long == {}, f"split these modules, each at most {MODULE_MAX_LINES} lines: {long}"
+
+
+def test_a_long_module_is_found(tmp_path):
+    (tmp_path / "short.py").write_text("x = 1\n" * MODULE_MAX_LINES)
+    (tmp_path / "long.py").write_text("x = 1\n" * (MODULE_MAX_LINES + 1))
+    found = modules_over(MODULE_MAX_LINES, sorted(tmp_path.glob("*.py")), root=tmp_path)
+    assert found == {"long.py": MODULE_MAX_LINES + 1}
 
 
 CHECK_NAME = re.compile(r"^_?(check|require|validate)")

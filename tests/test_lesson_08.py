@@ -224,7 +224,7 @@ BAD = {
     "positions_of_the_wrong_length": (
         lambda: apply_rope(torch.ones(1, 5, 8), torch.arange(4)),
         ValueError,
-        r"positions must be integers of shape \(T,\) = \(5,\).*x \(1, 5, 8\).*shape \(4,\)",
+        r"x and positions must share T: x \(1, 5, 8\), positions \(4,\)",
     ),
     "float_positions": (
         lambda: apply_rope(torch.ones(1, 5, 8), torch.arange(5.0)),

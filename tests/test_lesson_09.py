@@ -188,7 +188,7 @@ BAD = {
     "a_three_dimensional_k_to_the_kernel": (
         lambda: flash.flash_attention_triton(torch.ones(1, 4, 2, 16), *(torch.ones(1, 4, 16),) * 2),
         ValueError,
-        r"q, k, v must be \(B, h, T, d\).*k \(1, 4, 16\)",
+        r"k must have shape \(B, h, T_k, d\), got shape \(1, 4, 16\)",
     ),
     "a_q_that_requires_grad_for_a_kernel_without_backward": (
         lambda: flash.flash_attention_triton(
@@ -200,7 +200,7 @@ BAD = {
     "three_dimensional_inputs_to_the_kernel": (
         lambda: flash.flash_attention_triton(*(torch.ones(1, 4, 16),) * 3),
         ValueError,
-        r"q, k, v must be \(B, h, T, d\).*q \(1, 4, 16\)",
+        r"q must have shape \(B, h, T_q, d\), got shape \(1, 4, 16\)",
     ),
 }
 

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from notebook_tools import verdict
+from serving_tools import alone, small_model
 
 from helpers.kit import exercises
 from helpers.kit.env import single_thread
@@ -61,12 +62,6 @@ def _one_thread():
     """Tiny tensors: one thread is faster, and steadier when the machine is busy."""
     with single_thread():
         yield
-
-
-def small_model(seed: int = 0, dtype=torch.float64) -> lm.TinyLM:
-    """An untrained two-layer model with GQA (2 query heads per KV head), quick to run."""
-    torch.manual_seed(seed)
-    return lm.TinyLM(lm.VOCAB, 16, 4, 2, 2).to(dtype).eval().requires_grad_(False)
 
 
 # --- paged attention ----------------------------------------------------------------------------
@@ -300,9 +295,8 @@ def test_serving_a_mix_equals_serving_each_request_alone(mix):
     model = small_model()
     result = serve(model, requests, num_blocks, size, max_batch, policy)
     for r in result.requests:
-        alone = lm.generate(model, torch.tensor([r.prompt]), r.max_new_tokens)[0].tolist()
-        assert r.tokens == alone, f"request {r.rid} differs from serving it alone"
-        scores = model(torch.tensor([alone[:-1]]))[0][0, len(r.prompt) - 1 :]
+        tokens, scores = alone(model, r)
+        assert r.tokens == tokens, f"request {r.rid} differs from serving it alone"
         torch.testing.assert_close(result.logits[r.rid], scores, rtol=0, atol=1e-10)
     assert all(r.arrival <= r.first_token_step <= r.finish_step for r in result.requests)
     assert all(len(h.prefills) + len(h.decodes) <= max_batch for h in result.history)
@@ -640,7 +634,7 @@ BAD = {
     "a_cache_with_no_kv_head": (
         lambda: paged_attention(Q, POOL[:, :0], POOL[:, :0], TABLES, LENS),
         ValueError,
-        r"k_cache has an axis of size 0, shape \(4, 0, 3, 8\)",
+        r"q and k_cache must not be empty: q \(2, 4, 8\), k_cache \(4, 0, 3, 8\)",
     ),
     "block_tables_on_another_device": (
         lambda: paged_attention(Q, POOL, POOL, TABLES.to("meta"), LENS),

@@ -21,7 +21,6 @@ import torch
 from torch import Tensor
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_write
 
 
 class PoolFull(RuntimeError):
@@ -187,7 +186,11 @@ class PagedKVCache:
 
     def write(self, layer: int, slots: Tensor, k: Tensor, v: Tensor) -> None:
         """Store the keys and values ``(N, h_kv, d_k)`` of N tokens in their ``slots (N,)``."""
-        check_write(self, layer, slots, k, v)
+        layers, num_blocks, h_kv, size, d_k = self.keys.shape
+        checks.require_index("layer", layer, layers)
+        checks.expect(slots=(slots, "N: int"), k=(k, f"N {h_kv} {d_k}: float"), v=(v, f"N {h_kv} {d_k}: float"),
+                      cache=(self.keys[0, 0], f"{h_kv} {size} {d_k}: float"))  # fmt: skip
+        checks.require_range("slots", slots, 0, num_blocks * size - 1, f"num_blocks * block_size - 1 = {num_blocks * size - 1}")  # fmt: skip
         blocks, offsets = slots // self.block_size, slots % self.block_size
         self.keys[layer, blocks, :, offsets] = k
         self.values[layer, blocks, :, offsets] = v

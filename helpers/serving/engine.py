@@ -19,13 +19,12 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_cache, check_packed, check_requests, check_tokens
 from helpers.rope import apply_rope_unchecked
 from helpers.serving.blocks import PagedKVCache, PoolFull
 from helpers.serving.model import TinyLM
-from helpers.serving.paged import paged_attention_unchecked
+from helpers.serving.paged import check_tables, paged_attention_unchecked
 from helpers.serving.prefix import PrefixCache
-from helpers.serving.scheduler import Request, Scheduler, Work
+from helpers.serving.scheduler import Request, Scheduler, Work, check_request, token_ids
 
 
 def packed_forward(
@@ -59,13 +58,38 @@ def packed_forward(
     return model.unembed(x)
 
 
+def check_packed(model, tokens, positions, slots, tables, cache) -> None:
+    """What :func:`packed_forward` needs: tokens in the vocabulary, positions within each
+    token's table, slots in the pool, a cache that fits the model."""
+    check_cache(model, cache)
+    checks.expect(tokens=(tokens, "N: int"), positions=(positions, "N: int"), slots=(slots, "N: int"),
+                  tables=(tables, "N max_blocks: int"))  # fmt: skip
+    num_blocks, size, m = cache.keys.shape[1], cache.block_size, tables.shape[1]
+    checks.require_range("tokens", tokens, 0, model.vocab - 1)
+    checks.require_range("positions", positions, 0, m * size - 1, f"max_blocks * block_size - 1 = {m * size - 1}")  # fmt: skip
+    check_tables(tokens, tables, positions + 1, num_blocks, size, ("tables", "positions + 1"))
+    checks.require_range("slots", slots, 0, num_blocks * size - 1, f"num_blocks * block_size - 1 = {num_blocks * size - 1}")  # fmt: skip
+
+
+def check_cache(model: TinyLM, cache: PagedKVCache) -> None:
+    """A pool for each of the model's layers, of its h_kv and d_k, in its dtype."""
+    checks.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
+    checks.require_array("cache", cache, PagedKVCache, "helpers.serving.PagedKVCache")
+    first, (layers, _, h_kv, _, d_k) = model.layers[0], cache.keys.shape
+    want = (len(model.layers), first.num_kv_heads, first.d_k, model.unembed.weight.dtype)
+    if (layers, h_kv, d_k, cache.keys.dtype) != want:
+        raise ValueError(f"cache must have the model's (layers, h_kv, d_k, dtype) = {want}, got "
+                         f"{(layers, h_kv, d_k, cache.keys.dtype)}: keys {tuple(cache.keys.shape)}")  # fmt: skip
+
+
 def feed(model: TinyLM, cache: PagedKVCache, seq: object, tokens: list[int]) -> Tensor:
     """Run one sequence's next ``tokens`` through the paged cache: logits ``(len(tokens), vocab)``.
 
     A new sequence gets blocks for them; a known one appends slots (copying a shared last block
     first). What the engine does for one request, by hand (notebook 12, sections 3 and 4).
     """
-    check_tokens(tokens, model.unembed.weight.shape[0])  # before any block is taken
+    if not token_ids(tokens) or max(tokens) >= model.vocab:  # before any block is taken
+        raise ValueError(f"tokens must be a non-empty list of token ids in 0..{model.vocab - 1}, got {tokens!r}")  # fmt: skip
     check_cache(model, cache)
     allocator = cache.allocator
     if seq in allocator.tables:
@@ -204,8 +228,15 @@ def serve(
     ``prefix_caching=True`` shares the blocks of cached prefixes (notebook 14);
     ``max_batched_tokens=N`` runs at most N tokens a step, prompts in chunks.
     """
-    check_requests(model, requests, progress)  # all of them before the run: none fails half-way
-    checks.require_bool("prefix_caching", prefix_caching)
+    checks.require_array("model", model, TinyLM, "helpers.serving.model.TinyLM")
+    if not isinstance(requests, (list, tuple)):
+        raise TypeError(f"requests must be a list of Request, got {type(requests).__name__}")
+    for i, request in enumerate(requests):  # all of them before the run: none fails half-way
+        checks.require_array(f"requests[{i}]", request, Request, "helpers.serving.Request")
+        check_request(request, model.vocab)
+    if len({r.rid for r in requests}) != len(requests):
+        raise ValueError(f"requests need distinct rids, got {[r.rid for r in requests]}")
+    checks.expect(progress=(progress, "bool"), prefix_caching=(prefix_caching, "bool"))
     first = model.layers[0]
     cache = PagedKVCache(len(model.layers), num_blocks, block_size, first.num_kv_heads,
                          first.d_k, model.unembed.weight.dtype)  # fmt: skip

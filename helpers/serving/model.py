@@ -17,7 +17,6 @@ from torch import Tensor, nn
 
 from helpers.inference import GroupedQueryAttention, KVCache
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_token_ids
 
 WEIGHTS = Path(__file__).with_name("weights.pt")
 
@@ -63,6 +62,18 @@ class TinyLM(nn.Module):
     def logits(self, tokens: Tensor) -> Tensor:
         """Scores for every position, no cache: the callable speculative decoding takes."""
         return self(tokens)[0]
+
+
+def check_token_ids(name: str, tokens: Tensor, vocab: int, layout: str = "B T") -> None:
+    """Token ids ``(B, T)`` (or ``(1, T)``) with T >= 1, every id in ``0 .. vocab - 1``."""
+    checks.expect(**{name: (tokens, f"{layout}: int")})
+    if 0 in tokens.shape:
+        raise ValueError(
+            f"{name} must be token ids ({layout.replace(' ', ', ')}) with T >= 1, got {tuple(tokens.shape)}"
+        )
+    if not 0 <= int(tokens.min()) <= int(tokens.max()) < vocab:
+        raise ValueError(f"{name} must lie in the vocabulary 0..{vocab - 1}, got ids from {int(tokens.min())} "
+                         f"to {int(tokens.max())}, shape {tuple(tokens.shape)}")  # fmt: skip
 
 
 def make_model(name: str, seed: int = 0) -> TinyLM:
@@ -116,7 +127,7 @@ class CachedLM:
         self.forwards = self.tokens_run = 0
 
     def __call__(self, tokens: Tensor) -> Tensor:
-        check_token_ids("tokens", tokens, self.model.vocab, "(1, T)")
+        check_token_ids("tokens", tokens, self.model.vocab, "1 T")
         same = (tokens[0, : self.seen.shape[1]] == self.seen[0, : tokens.shape[1]]).long()
         common = int(same.cumprod(0).sum())  # length of the shared prefix
         if common == tokens.shape[1]:

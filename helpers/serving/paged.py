@@ -16,7 +16,7 @@ import math
 import torch
 from torch import Tensor
 
-from helpers.kit.entry_checks import check_gather, check_paged
+from helpers.kit import checks
 
 
 def paged_attention(
@@ -103,3 +103,39 @@ def slot_weights(q: Tensor, k_cache: Tensor, block_tables: Tensor, seq_lens: Ten
     slots = (blocks[:, :, None] * size + torch.arange(size, device=q.device)).reshape(B, 1, -1)
     out = weights.new_zeros(B, h, num_blocks * size)
     return out.scatter_add_(-1, slots.expand(B, h, -1), weights)
+
+
+def check_paged(q, k_cache, v_cache, block_tables, seq_lens) -> None:
+    """What :func:`paged_attention` needs, with a clear error otherwise."""
+    pool = "num_blocks h_kv block_size d: float"
+    size = checks.expect(q=(q, "B h d: float"), k_cache=(k_cache, pool), v_cache=(v_cache, pool),
+                         block_tables=(block_tables, "B max_blocks: int"), seq_lens=(seq_lens, "B: int"))  # fmt: skip
+    if 0 in q.shape or 0 in k_cache.shape:
+        raise ValueError(f"q and k_cache must not be empty: q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}")  # fmt: skip
+    if size["h"] % size["h_kv"]:
+        raise ValueError(f"q's h = {size['h']} heads must be divisible by the cache's h_kv = {size['h_kv']}: "
+                         f"q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}")  # fmt: skip
+    check_tables(q, block_tables, seq_lens, k_cache.shape[0], k_cache.shape[2])
+
+
+def check_gather(cache, block_tables, seq_lens) -> None:
+    """What :func:`gather_blocks` needs: the checks of :func:`check_paged` on one pool."""
+    checks.expect(cache=(cache, "num_blocks h_kv block_size d"), seq_lens=(seq_lens, "B: int"),
+                  block_tables=(block_tables, "B max_blocks: int"))  # fmt: skip
+    check_tables(cache, block_tables, seq_lens, cache.shape[0], cache.shape[2])
+
+
+def check_tables(first, block_tables, seq_lens, num_blocks: int, size: int,
+                 names: tuple[str, str] = ("block_tables", "seq_lens")) -> None:  # fmt: skip
+    """Lengths in ``1..max_blocks * block_size``; each block in use inside the pool."""
+    if first.device.type == "meta":
+        raise ValueError(f"the inputs are meta tensors (shapes only, no numbers), shape "
+                         f"{tuple(first.shape)}: give tensors on the CPU or a GPU")  # fmt: skip
+    m = block_tables.shape[1]
+    checks.require_range(names[1], seq_lens, 1, m * size, f"max_blocks * block_size = {m} * {size} = {m * size}")  # fmt: skip
+    used = torch.arange(m) * size < seq_lens.cpu()[:, None]
+    bad = (used & ((block_tables.cpu() < 0) | (block_tables.cpu() >= num_blocks))).nonzero()
+    if len(bad):
+        (row, col), tables = bad[0].tolist(), block_tables
+        raise ValueError(f"{names[0]}[{row}, {col}] = {int(tables[row, col])} is past the pool of num_blocks = "
+                         f"{num_blocks}; {names[0]} {tuple(tables.shape)}, {names[1]}[{row}] = {int(seq_lens[row])}")  # fmt: skip

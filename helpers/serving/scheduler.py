@@ -21,11 +21,13 @@ admitted prompts, oldest first (*chunked prefill*).
 
 from __future__ import annotations
 
+import numbers
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_request
 from helpers.serving.blocks import PagedKVCache
 from helpers.serving.prefix import PrefixCache
 
@@ -56,6 +58,27 @@ class Request:
     @property
     def done(self) -> bool:
         return len(self.output) >= self.max_new_tokens
+
+
+def token_ids(tokens: object) -> bool:
+    """Whether ``tokens`` is a non-empty list of token ids >= 0 (NumPy integers too; not bools)."""
+    return isinstance(tokens, list) and bool(tokens) and all(
+        isinstance(t, numbers.Integral) and not isinstance(t, (bool, np.bool_)) and t >= 0 for t in tokens
+    )  # fmt: skip
+
+
+def check_request(request: Request, vocab: int | None = None) -> None:
+    """A fresh request: a prompt of token ids (in the vocabulary, if given), tokens to make."""
+    checks.require_array("request", request, Request, "helpers.serving.Request")
+    if not token_ids(request.prompt):
+        raise ValueError(f"request {request.rid}: prompt must be a non-empty list of token ids "
+                         f"(ints >= 0), got {request.prompt!r}")  # fmt: skip
+    if vocab is not None and max(request.prompt) >= vocab:
+        raise ValueError(f"request {request.rid}: prompt token {max(request.prompt)} is past the "
+                         f"model's vocabulary of {vocab}")  # fmt: skip
+    checks.expect(max_new_tokens=(request.max_new_tokens, "int > 0"), arrival=(request.arrival, "int >= 0"))  # fmt: skip
+    if request.output:
+        raise ValueError(f"request {request.rid} has output already: {request.output}")
 
 
 @dataclass

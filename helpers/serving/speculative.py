@@ -22,7 +22,6 @@ import torch
 from torch import Tensor
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_distributions, check_speculative
 
 Model = Callable[[Tensor], Tensor]  # token ids (1, T) -> logits (1, T, V)
 
@@ -59,7 +58,23 @@ def speculative_rounds(
 ) -> Iterator[Round]:  # fmt: skip
     """:func:`speculative_decode` round by round: what each round proposed and kept. The
     arguments are checked here, before the first round runs."""
-    check_speculative(target, draft, prompt, max_new_tokens, num_draft, temperature, generator)
+    for name, model in (("target", target), ("draft", draft)):
+        if not callable(model):
+            raise TypeError(f"{name} must be callable: token ids (1, T) -> logits (1, T, V)")
+    checks.require_array("prompt", prompt, Tensor, "torch.Tensor")
+    if prompt.dtype != torch.int64 or prompt.ndim != 2 or prompt.shape[0] != 1 or not prompt.numel():  # fmt: skip
+        raise ValueError(f"prompt must be int64 token ids (1, T_0) with T_0 >= 1, got {prompt.dtype} "
+                         f"{tuple(prompt.shape)}")  # fmt: skip
+    if int(prompt.min()) < 0:
+        raise ValueError(f"prompt must hold token ids >= 0, got {prompt.tolist()}")
+    checks.expect(max_new_tokens=(max_new_tokens, "int >= 0"), num_draft=(num_draft, "int > 0"))
+    checks.require_real("temperature", temperature, low=0.0)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        kind = type(generator)
+        raise TypeError(f"generator must be a torch.Generator or None, got {kind.__module__}."
+                        f"{kind.__qualname__}")  # fmt: skip
+    if generator is not None and generator.device.type != "cpu":  # every draw is made on the CPU
+        raise ValueError(f"generator must be a CPU torch.Generator, got one on {generator.device}")
     return _rounds(target, draft, prompt, max_new_tokens, num_draft, temperature, generator)
 
 
@@ -137,7 +152,14 @@ def residual(p: Tensor, q: Tensor) -> Tensor:
     If the draft offered everything the target wants (p = q, where no rejection happens
     anyway) it is ``p`` itself.
     """
-    check_distributions(p, q)
+    for name, x in (("p", p), ("q", q)):
+        checks.expect(**{name: (x, "V: float")})
+        if x.numel() == 0 or not bool((x >= 0).all()) or abs(float(x.sum()) - 1) > 1e-6:
+            raise ValueError(f"{name} must be a distribution (V,): numbers >= 0 summing to 1, got "
+                             f"shape {tuple(x.shape)}, smallest {float(x.min()) if x.numel() else 'none'}, "
+                             f"sum {float(x.sum()):.6g}")  # fmt: skip
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must share one vocabulary: p {tuple(p.shape)}, q {tuple(q.shape)}")  # fmt: skip
     extra = (p - q).clamp(min=0)
     total = extra.sum()
     return extra / total if total > 0 else p

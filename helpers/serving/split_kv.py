@@ -22,7 +22,6 @@ import torch
 from torch import Tensor
 
 from helpers.kit import checks
-from helpers.kit.entry_checks import check_partials
 
 # Streaming multiprocessors of a few GPUs, from NVIDIA's data sheets and architecture papers:
 # the units that each run one (sequence, KV head, split) piece of a decode kernel at a time.
@@ -76,7 +75,17 @@ def merge_partials(outs: list[Tensor], lses: list[Tensor]) -> Tensor:
     A row whose chunks all have ``lse = -inf`` (no key to attend to) gives zeros, and a chunk
     with ``lse = -inf`` adds nothing, whatever its output holds.
     """
-    check_partials(outs, lses)
+    if not isinstance(outs, (list, tuple)) or not outs:
+        raise ValueError(f"outs must be a non-empty list of tensors, got {outs!r}")
+    checks.expect(**{f"outs[{i}]": (o, "... T_q d_v: float") for i, o in enumerate(outs)})
+    shapes = [tuple(o.shape) for o in outs], [checks.shape_of(x) for x in lses]
+    if (
+        len(outs) != len(lses)
+        or {*shapes[0]} != {shapes[0][0]}
+        or {*shapes[1]} != {shapes[0][0][:-1]}
+    ):
+        raise ValueError(f"outs must all be (..., T_q, d_v) and lses (..., T_q), one per chunk: "
+                         f"outs {shapes[0]}, lses {shapes[1]}")  # fmt: skip
     return _merge(outs, lses)
 
 

@@ -61,8 +61,7 @@ def spans(positions) -> str:
 
 
 def _check_heads(num_heads: int, world_size: int) -> None:
-    num_heads = checks.require_positive_int("num_heads", num_heads)
-    world_size = checks.require_positive_int("world_size", world_size)
+    checks.expect(num_heads=(num_heads, "int > 0"), world_size=(world_size, "int > 0"))
     if num_heads % world_size:
         raise ValueError(
             f"world_size={world_size} must divide num_heads={num_heads}: each rank holds whole heads"
@@ -136,12 +135,8 @@ def _draw_out_columns(ax, column_owner: np.ndarray, num_heads: int, cmap: Listed
               vmax=world_size - 0.5, aspect="auto", interpolation="nearest")  # fmt: skip
     for head_edge in range(0, D, D_K):
         ax.axvline(head_edge - 0.5, color="white", lw=0.6)
-    ax.set_xticks(
-        [h * D_K + (D_K - 1) / 2 for h in range(num_heads)],
-        [f"head {h}" for h in range(num_heads)],
-        rotation=90 if num_heads > 4 else 0,
-        fontsize=8,
-    )
+    ax.set_xticks([h * D_K + (D_K - 1) / 2 for h in range(num_heads)],
+                  [f"head {h}" for h in range(num_heads)], rotation=90 if num_heads > 4 else 0, fontsize=8)  # fmt: skip
     ax.set_yticks([])
     ax.set(ylabel=f"output feature (D = {D})", title=f"out_proj.weight ({D}, {D}): columns",
            xlabel="input feature: the heads side by side")  # fmt: skip
@@ -165,11 +160,8 @@ def _heads_caption(
             f"out_proj columns {spans(np.flatnonzero(column_owner == rank))}; "
             f"{held} of {total} weights"
         )
-    lines.append(
-        "then one all-reduce adds the ranks' (B, T, D) partial outputs"
-        if world_size > 1
-        else "one rank holds every head: its output is the layer's, with nothing to all-reduce"
-    )
+    lines.append("then one all-reduce adds the ranks' (B, T, D) partial outputs" if world_size > 1
+                 else "one rank holds every head: its output is the layer's, with nothing to all-reduce")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -177,9 +169,8 @@ def _heads_caption(
 
 
 def _check_ring(world_size: int, step: int, layout: str, is_causal: bool) -> None:
-    world_size = checks.require_positive_int("world_size", world_size)
-    step = checks.require_positive_int("step", step)
-    checks.require_bool("is_causal", is_causal)
+    checks.expect(world_size=(world_size, "int > 0"), step=(step, "int > 0"),
+                  is_causal=(is_causal, "bool"))  # fmt: skip
     if step > world_size:
         raise ValueError(
             f"step={step}, but with {world_size} ranks the ring takes {world_size} steps: "
@@ -200,10 +191,8 @@ def ring_schedule(world_size: int, step: int, layout: str, is_causal: bool) -> d
     _check_ring(world_size, step, layout, is_causal)
     blocks = sequence_blocks(RING_T, world_size, layout)
 
-    def allowed(mine, theirs):
-        return (
-            int((theirs[None, :] <= mine[:, None]).sum()) if is_causal else len(mine) * len(theirs)
-        )
+    def allowed(mine, theirs):  # (query, key) pairs the mask lets through
+        return int((theirs[None, :] <= mine[:, None]).sum()) if is_causal else len(mine) * len(theirs)  # fmt: skip
 
     holds = [(rank - (step - 1)) % world_size for rank in range(world_size)]
     pairs_now = [allowed(blocks[r], blocks[holds[r]]) for r in range(world_size)]
@@ -212,11 +201,7 @@ def ring_schedule(world_size: int, step: int, layout: str, is_causal: bool) -> d
         for r in range(world_size)
     ]
     skipped = [r for r in range(world_size) if pairs_now[r] == 0]
-    sends = (
-        []
-        if step == world_size
-        else [(r, (r + 1) % world_size, holds[r]) for r in range(world_size)]
-    )
+    sends = [(r, (r + 1) % world_size, holds[r]) for r in range(world_size) if step < world_size]
     return {"blocks": blocks, "holds": holds, "pairs_now": pairs_now,
             "pairs_so_far": pairs_so_far, "skipped": skipped, "sends": sends}  # fmt: skip
 
@@ -251,9 +236,7 @@ def _draw_ring(ax, schedule: dict, colours) -> None:
         a, b = centres[sender], centres[receiver]
         ax.add_patch(FancyArrowPatch(a, b, arrowstyle="-|>", mutation_scale=12, shrinkA=radius * 62,
                                      shrinkB=radius * 62, connectionstyle="arc3,rad=-0.25", color="0.3"))  # fmt: skip
-        middle = (
-            (a + b) / 2 * 1.35 if world_size > 2 else (a + b) / 2 + [0.55 * (1 - 2 * sender), 0]
-        )
+        middle = (a + b) / 2 * 1.35 if world_size > 2 else (a + b) / 2 + [0.55 * (1 - 2 * sender), 0]  # fmt: skip
         ax.text(*middle, f"K,V {block}", ha="center", va="center", fontsize=8)
     title = "sends: K,V block to the next rank" if schedule["sends"] else "last step: nothing sent"
     ax.set(xlim=(-1.6, 1.6), ylim=(-1.5, 1.5), aspect="equal", title=title)
@@ -295,11 +278,8 @@ def render_ring(world_size: int, step: int, layout: str, is_causal: bool) -> tup
     ]
     for rank in range(world_size):
         block = schedule["holds"][rank]
-        work = (
-            "skips it (every key is later than every query)"
-            if rank in schedule["skipped"]
-            else f"computes {schedule['pairs_now'][rank]} allowed pairs"
-        )
+        work = ("skips it (every key is later than every query)" if rank in schedule["skipped"]
+                else f"computes {schedule['pairs_now'][rank]} allowed pairs")  # fmt: skip
         send = (
             f"; sends K,V {block} on to rank {(rank + 1) % world_size}" if schedule["sends"] else ""
         )

@@ -224,10 +224,7 @@ KEPT, REJECTED, TARGETS = sns.color_palette("colorblind", 3)[2], (0.84, 0.37, 0.
 def speculation_runs(draft: str, num_draft: int) -> tuple[list[list[Round]], list[int]]:
     """Greedy speculative decoding of the explorer's prompts: each prompt's rounds, and the
     target's forwards for each."""
-    if draft not in DRAFTS:
-        raise ValueError(f"draft must be one of {DRAFTS}, got {draft!r}")
-    if num_draft not in DRAFT_LENGTHS:
-        raise ValueError(f"num_draft must be one of {DRAFT_LENGTHS}, got {num_draft!r}")
+    _draft(draft, num_draft)  # one of the menus' names and lengths
     models, prompts = _models(), phrase_sequences(SPEC_PROMPTS, SPEC_PROMPT_LEN, 2024)
     rounds, forwards = [], []
     with single_thread():
