@@ -48,7 +48,7 @@ class Request:
     first_token_seconds: float | None = None  # after the run started
     finish_seconds: float | None = None
     preemptions: int = 0
-    cached_tokens: int = 0  # of its last admission's prefill: shared instead of computed
+    cached_tokens: int = 0  # of its first admission's prefill: shared instead of computed
 
     @property
     def tokens(self) -> list[int]:
@@ -209,12 +209,14 @@ class Scheduler:
             if need > self.allocator.num_free:
                 break  # oldest first: nobody overtakes the request at the head
             self.waiting.popleft()
+            shared = 0
             if self.caching:  # the blocks of its longest cached prefix are shared, not computed
-                request.cached_tokens = self.allocator.allocate_cached(request.rid, tokens)
+                shared = self.allocator.allocate_cached(request.rid, tokens)
             else:
                 self.allocator.allocate(request.rid, len(tokens))
-                request.cached_tokens = 0
-            self.fed[request.rid] = request.cached_tokens
+            if not request.preemptions:  # reported for its first admission, as vLLM does
+                request.cached_tokens = shared
+            self.fed[request.rid] = shared
             self.prefill_end[request.rid] = len(tokens)
             self.running.append(request)
             admitted.append(self._chunk(request, budget))
