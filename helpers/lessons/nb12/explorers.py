@@ -5,7 +5,7 @@
   ``block_size``. At engine step ``step``: every block, coloured by the request that holds it
   (its unfilled slots paler: the waste of the last block), and a timeline of each request's
   waits (before its first prefill, and again after each preemption) and runs.
-* :func:`render_speculation` (section 7): greedy speculative decoding of one prompt with ``k``
+* :func:`render_speculation` (*Going further* B): greedy speculative decoding of one prompt with ``k``
   proposals per round from the ``draft``; each round's proposals, kept or rejected, and the
   target's own token; beside it the acceptance rate and the target calls for every k.
 

@@ -1,6 +1,6 @@
 """Notebook 15's explorers: which keys each query keeps, and what a new token costs against T.
 
-* :func:`render_keep` (section 1 and 4): two ``(T, T)`` grids, one row a query, one column a key:
+* :func:`render_keep` (section 4): two ``(T, T)`` grids, one row a query, one column a key:
   StreamingLLM's mask (the first ``num_sink`` keys and a window) and the top-k selection made by
   seeded index scores, beside the causal keys each drops.
 * :func:`render_cost` (section 4): keys, bytes or FLOPs one new token reads in one layer against
