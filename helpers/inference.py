@@ -122,7 +122,7 @@ class GroupedQueryAttention(nn.Module):
         mask = None  # one new token with no window sees every cached token: nothing to mask
         if T_new > 1 or self.window is not None:
             mask = causal_mask_torch(
-                T_new, keys.shape[-2], True, self.window, x.device
+                T_new, keys.shape[-2], lower_right=True, window=self.window, device=x.device
             )  # (T_new, T)
         out = fused_attention(q, shared_k, shared_v, mask)  # SDPA, (B, h, T_new, d_k)
         if self.window is not None and keys.shape[-2] > self.window:  # keep only the last W
