@@ -51,14 +51,17 @@ class AttentionOnlyTransformer(nn.Module):
         self.readout = nn.Linear(d_model, vocab)
 
     def forward(
-        self, tokens: Tensor, ablate: frozenset[tuple[int, int]] = frozenset()
+        self, tokens: Tensor, ablate: frozenset[tuple[int, int]] = frozenset(), keep=None
     ) -> tuple[Tensor, list[Tensor]]:
         """``(logits (B, T, vocab), [weights (B, h, T, T) per layer])``.
 
-        ``ablate`` holds (layer, head) pairs whose output is set to zero.
+        ``ablate`` holds (layer, head) pairs whose output is set to zero; ``keep``, a boolean
+        ``(T, T)`` (True = may attend), replaces the causal mask in every head (notebook 15).
         """
         self._check_tokens(tokens)
         self._check_ablate(ablate)
+        if keep is not None:
+            checks.expect(keep=(keep, f"{tokens.shape[1]} {tokens.shape[1]}: bool"))
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.token_embedding(tokens.long())  # (B, T, D); any integer dtype of ids
         if not self.rope:
@@ -66,7 +69,7 @@ class AttentionOnlyTransformer(nn.Module):
         maps = []
         for layer, attention in enumerate(self.attention):
             heads, weights = self.heads(
-                attention, x, positions if self.rope else None
+                attention, x, positions if self.rope else None, keep
             )  # (B, h, T, d_k), (B, h, T, T)
             for ablated_layer, head in ablate:
                 if ablated_layer == layer:
@@ -117,14 +120,16 @@ class AttentionOnlyTransformer(nn.Module):
                 )
 
     @staticmethod
-    def heads(attention: FusedMultiHeadAttention, x: Tensor, positions) -> tuple[Tensor, Tensor]:
+    def heads(
+        attention: FusedMultiHeadAttention, x: Tensor, positions, keep=None
+    ) -> tuple[Tensor, Tensor]:
         """Each head's output and weights, before the heads are combined and projected."""
         q, k, v = attention.project_qkv(x, x, x)
         if positions is not None:
             q, k = apply_rope(q, positions), apply_rope(k, positions)
-        T = x.shape[1]
-        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        return scaled_dot_product_attention(q, k, v, causal)
+        if keep is None:  # causal
+            keep = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
+        return scaled_dot_product_attention(q, k, v, keep)
 
 
 def _is_int(value: object) -> bool:
