@@ -94,6 +94,12 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+def _ppid(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        return int(_proc(pid, "stat").rsplit(")", 1)[1].split()[1])
+    return -1
+
+
 def _free_port() -> int:
     while True:
         port = random.randrange(20000, 40000)
@@ -111,7 +117,17 @@ def _free_port() -> int:
 class Hub:
     url: str
     token: str
+    pid: int = 0  # the hub's process; the proxy is its child
     timings: dict = field(default_factory=dict)
+
+    def own_pids(self) -> list[int]:
+        """The hub's process and its children (the proxy)."""
+        children = [
+            int(e.name)
+            for e in Path("/proc").iterdir()
+            if e.name.isdigit() and _ppid(int(e.name)) == self.pid
+        ]
+        return [self.pid, *children]
 
     def request(self, method: str, path: str, data=None, form: dict | None = None):
         """(status, body) of a request with the service's token."""
@@ -255,7 +271,7 @@ def start_hub(state: Path, teacher: str, students: list[str]):
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    hub = Hub(f"http://127.0.0.1:{port}", token)
+    hub = Hub(f"http://127.0.0.1:{port}", token, hub_process.pid)
     try:
         for _ in range(120):
             if hub_process.poll() is not None:
