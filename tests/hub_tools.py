@@ -121,13 +121,15 @@ class Hub:
     timings: dict = field(default_factory=dict)
 
     def own_pids(self) -> list[int]:
-        """The hub's process and its children (the proxy)."""
+        """The hub's process and the proxy (its child, as are the users' servers)."""
         children = [
             int(e.name)
             for e in Path("/proc").iterdir()
             if e.name.isdigit() and _ppid(int(e.name)) == self.pid
         ]
-        return [self.pid, *children]
+        proxy = [pid for pid in children if "configurable-http-proxy" in _proc(pid, "cmdline")]
+        assert len(proxy) == 1, children
+        return [self.pid, *proxy]
 
     def request(self, method: str, path: str, data=None, form: dict | None = None):
         """(status, body) of a request with the service's token."""

@@ -52,6 +52,9 @@ c.Spawner.environment = {
     "PATH": f"{VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
     "COURSE_DEVICE": "cpu",  # a lab server without GPUs; remove it on one with a GPU
 }
+# A kernel holds 0.3-0.5 GB once a lesson has run (TEACHING.md, "A class of 30"): one idle for
+# an hour, with no browser tab open on it, is shut down.
+c.Spawner.args = ["--MappingKernelManager.cull_idle_timeout=3600"]
 c.Spawner.http_timeout = 120  # seconds: a first start on a busy server imports a lot
 c.Spawner.start_timeout = 120
 
