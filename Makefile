@@ -83,8 +83,9 @@ hub:
 	cd /opt/attention-course/hub && COURSE_TEACHER=$(HUB_TEACHER) COURSE_STUDENTS=$(HUB_STUDENTS) \
 	  /opt/attention-course/venv/bin/jupyterhub -f jupyterhub_config.py
 
-# The hub, tested for real (tests/test_hub.py; root, Linux, npm; about N minutes, more the first
-# time): it creates four Linux users and removes them. Not part of `make test`, which skips it.
+# The hub, tested for real (tests/test_hub.py; root, Linux, npm; 2 minutes on a quiet machine,
+# 4-8 on a busy one, plus 4 for the first build): it creates four Linux users and removes them.
+# Not part of `make test`, which skips it.
 test-hub: setup
 	COURSE_HUB_TEST=1 $(PY) -m pytest -p no:xdist -o addopts=-ra -s tests/test_hub.py
 
