@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test lint notebooks sync-notebooks site bench gpu-wheels student nbgrader clean
+.PHONY: setup lab test lint notebooks sync-notebooks site bench gpu-wheels student nbgrader hub test-hub clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -78,6 +78,24 @@ student: setup
 
 nbgrader: setup
 	$(PY) -m tools.nbgrader_course $(NBGRADER_DIR)
+
+# A class on one Linux server, as root (TEACHING.md, "Running a graded class"): the shared
+# environment under /opt/attention-course and nbgrader's exchange (tools/hub/setup.sh), HUB_TEACHER
+# made the teacher if that user exists (tools/hub/teacher.sh), then JupyterHub on
+# http://127.0.0.1:8000 until Ctrl-C. Students: HUB_STUDENTS="ada,ben" (Linux users, PAM login).
+HUB_TEACHER ?= $(or $(SUDO_USER),teacher)
+HUB_STUDENTS ?=
+hub:
+	tools/hub/setup.sh
+	if id -u $(HUB_TEACHER) >/dev/null 2>&1; then tools/hub/teacher.sh $(HUB_TEACHER); fi
+	cd /opt/attention-course/hub && COURSE_TEACHER=$(HUB_TEACHER) COURSE_STUDENTS=$(HUB_STUDENTS) \
+	  /opt/attention-course/venv/bin/jupyterhub -f jupyterhub_config.py
+
+# The hub, tested for real (tests/test_hub.py; root, Linux, npm; 2 minutes on a quiet machine,
+# 4-8 on a busy one, plus 4 for the first build): it creates four Linux users and removes them.
+# Not part of `make test`, which skips it.
+test-hub: setup
+	COURSE_HUB_TEST=1 $(PY) -m pytest -p no:xdist -o addopts=-ra -s tests/test_hub.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site test-artifacts
