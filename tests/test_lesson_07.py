@@ -184,7 +184,7 @@ def test_results_cells_say_when_no_run_is_committed_and_when_there_is_no_benchma
     (tmp_path / "clone" / "benchmarks").mkdir(parents=True)
     (tmp_path / "clone" / "notebooks").mkdir()
     text = _run_results_cells(tmp_path / "clone" / "notebooks")
-    assert "No GPU run has been committed yet" in text and "--preset gpu --out" in text
+    assert "No GPU run has been committed yet" in text and "benchmarks.gpu_session" in text
     (tmp_path / "colab" / "notebooks").mkdir(parents=True)  # Colab: the helpers alone
     text = _run_results_cells(tmp_path / "colab" / "notebooks")
     assert "No ../benchmarks folder next to this notebook's folder (Colab installs" in text

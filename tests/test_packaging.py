@@ -110,12 +110,22 @@ def notebook_imports(paths=NOTEBOOKS) -> list[str]:
             blocks = [cell.source] if cell.cell_type == "code" else []
             blocks += re.findall(r"```python\n(.*?)```", cell.source, re.S)
             for block in blocks:
-                for node in ast.walk(ast.parse(block)):
-                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                tree = ast.parse(block)
+                optional = {id(n) for t in ast.walk(tree) if _guards_import(t) for n in ast.walk(t)}
+                for node in ast.walk(tree):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in optional:
                         found.add(ast.unparse(node))
     if platform.system() != "Linux":  # Triton is published for Linux only; 09 says so
         found = {s for s in found if not re.match(r"(from|import) triton\b", s)}
     return sorted(found)
+
+
+def _guards_import(node: ast.AST) -> bool:
+    """A ``try`` that catches ImportError: what it imports is optional, and the cell says so."""
+    names = {"ImportError", "ModuleNotFoundError"}
+    return isinstance(node, ast.Try) and any(
+        isinstance(h.type, ast.Name) and h.type.id in names for h in node.handlers
+    )
 
 
 PROBE = textwrap.dedent(
@@ -215,6 +225,7 @@ def test_notebook_imports_are_found_in_code_cells_and_solutions(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("import numpy as np\n\ndef f():\n    from helpers import masks"),
+        nbformat.v4.new_code_cell("try:\n    import transformers\nexcept ImportError:\n    pass"),
         nbformat.v4.new_markdown_cell(
             "<details><summary>Solution</summary>\n\n```python\n"
             "from helpers.kit.exercises import check\n```\n</details>"
