@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -236,10 +237,11 @@ def jupyter_setup(monkeypatch):
     plt.close(plt.figure())  # pyplot picks its backend before the stand-in is in place
     shell = types.SimpleNamespace(display_formatter=DisplayFormatter())
     InlineBackend.clear_instance()
-    with monkeypatch.context() as patch:
-        patch.setattr(IPython, "get_ipython", lambda: shell)
-        setup()
-    yield shell
+    with mpl.rc_context():  # setup() sets the theme and the dpi: later tests get them back
+        with monkeypatch.context() as patch:
+            patch.setattr(IPython, "get_ipython", lambda: shell)
+            setup()
+        yield shell
     InlineBackend.clear_instance()
 
 
