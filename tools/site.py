@@ -300,8 +300,9 @@ def build(out: Path, root: Path = ROOT, python: Path | None = None) -> Path:
     for path in [*notebook_paths(root), root / "TEACHING.md"]:  # downloads: the committed file
         shutil.copy2(path, out / "_sources" / path.name)
     prune_mathjax(out / "_static" / "mathjax")
-    site_marks.wrap_site(out)
-    site_alt.size_site(out)
+    for page in sorted(out.glob("*.html")):  # the marks as spans, picture sizes as attributes
+        text = page.read_text(encoding="utf-8")
+        page.write_text(site_alt.size_attributes(site_marks.wrap_marks(text)), encoding="utf-8")
     return out / "index.html"
 
 

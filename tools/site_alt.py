@@ -17,7 +17,6 @@ proportion (an inline height would keep it tall), and the browser keeps its room
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import nbformat
 
@@ -92,15 +91,3 @@ def add_figure_alts(nb: nbformat.NotebookNode) -> int:
 def size_attributes(page: str) -> str:
     """``page`` (HTML) with each picture's size in pixels as attributes, not as a ``style``."""
     return SIZE_STYLE.sub(r'\1 width="\2" height="\3"', page)
-
-
-def size_site(folder: Path) -> int:
-    """:func:`size_attributes` on every page under ``folder``; return how many it changed."""
-    changed = 0
-    for path in sorted(folder.glob("*.html")):
-        page = path.read_text(encoding="utf-8")
-        sized = size_attributes(page)
-        if sized != page:
-            path.write_text(sized, encoding="utf-8")
-            changed += 1
-    return changed

@@ -10,7 +10,6 @@ and hides the character itself, which stays in the page for copying and searchin
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 # character: (what a screen reader says, the class course.css draws it with)
 MARKS = {
@@ -36,15 +35,3 @@ def wrap_marks(page: str) -> str:
     """``page`` (HTML) with every verdict mark in its text wrapped in its span."""
     parts = NOT_TEXT.split(page)  # text at even places, what is not text at odd ones
     return "".join(part if i % 2 else MARK.sub(_span, part) for i, part in enumerate(parts))
-
-
-def wrap_site(folder: Path) -> int:
-    """Wrap the marks in every page under ``folder``; return how many pages had some."""
-    changed = 0
-    for path in sorted(folder.glob("*.html")):
-        page = path.read_text(encoding="utf-8")
-        wrapped = wrap_marks(page)
-        if wrapped != page:
-            path.write_text(wrapped, encoding="utf-8")
-            changed += 1
-    return changed
